@@ -1,0 +1,139 @@
+package kv
+
+import (
+	"fmt"
+	"sort"
+)
+
+// History is the committed history of a store as watches see it: the commit
+// of every write revision, in revision order, and the compactions applied so
+// far, in the order they were applied.
+//
+// A History grows: drivers append commits and compactions as they happen,
+// and checkers that hold a *History see them at their next call. Revisions
+// must increase but need not be consecutive (some etcd-compatible stores skip
+// revisions). The zero History is empty, at revision 1, never compacted.
+//
+// A History is not safe for concurrent use.
+type History struct {
+	commits     []Commit
+	compactions []int64
+	puts        map[putKey][]int64 // lazily built index for FindPut
+	indexed     int                // commits covered by puts
+}
+
+type putKey struct{ key, value string }
+
+// NewHistory returns a history holding the given commits, which must be in
+// increasing revision order (see [History.Append]).
+func NewHistory(commits ...Commit) (*History, error) {
+	h := &History{}
+	for _, c := range commits {
+		if err := h.Append(c); err != nil {
+			return nil, err
+		}
+	}
+	return h, nil
+}
+
+// Append adds the commit of the next write revision. Its revision must exceed
+// the head, it must hold at least one event, and every event's ModRevision
+// must be the commit's revision. The commit is kept, not copied.
+func (h *History) Append(c Commit) error {
+	if c.Revision <= h.Head() {
+		return fmt.Errorf("commit at revision %d does not follow the head revision %d", c.Revision, h.Head())
+	}
+	if len(c.Events) == 0 {
+		return fmt.Errorf("commit at revision %d has no events", c.Revision)
+	}
+	for _, e := range c.Events {
+		if e.KV.ModRevision != c.Revision {
+			return fmt.Errorf("commit at revision %d holds an event on %q with ModRevision %d", c.Revision, e.KV.Key, e.KV.ModRevision)
+		}
+	}
+	h.commits = append(h.commits, c)
+	return nil
+}
+
+// Compact records a compaction at rev. Compactions must increase.
+func (h *History) Compact(rev int64) error {
+	if rev <= h.CompactRevision() {
+		return fmt.Errorf("compaction at revision %d does not follow the compact revision %d", rev, h.CompactRevision())
+	}
+	h.compactions = append(h.compactions, rev)
+	return nil
+}
+
+// Head returns the highest committed revision: 1 for an empty history.
+func (h *History) Head() int64 {
+	if len(h.commits) == 0 {
+		return 1
+	}
+	return h.commits[len(h.commits)-1].Revision
+}
+
+// CompactRevision returns the latest compaction revision, or -1 when none was recorded.
+func (h *History) CompactRevision() int64 {
+	if len(h.compactions) == 0 {
+		return -1
+	}
+	return h.compactions[len(h.compactions)-1]
+}
+
+// Compactions returns the recorded compaction revisions in order. The slice
+// is shared: do not modify it.
+func (h *History) Compactions() []int64 { return h.compactions }
+
+// WasCompactedAt reports whether a compaction at exactly rev was recorded.
+func (h *History) WasCompactedAt(rev int64) bool {
+	i := sort.Search(len(h.compactions), func(i int) bool { return h.compactions[i] >= rev })
+	return i < len(h.compactions) && h.compactions[i] == rev
+}
+
+// Len returns the number of commits.
+func (h *History) Len() int { return len(h.commits) }
+
+// Commits returns every commit in revision order. The slice is shared: do
+// not modify it.
+func (h *History) Commits() []Commit { return h.commits }
+
+// Commit returns the commit at rev, if rev is a committed write revision.
+func (h *History) Commit(rev int64) (Commit, bool) {
+	i := h.index(rev)
+	if i < len(h.commits) && h.commits[i].Revision == rev {
+		return h.commits[i], true
+	}
+	return Commit{}, false
+}
+
+// Between returns the commits with from ≤ Revision ≤ to, in order. The slice
+// is shared: do not modify it.
+func (h *History) Between(from, to int64) []Commit {
+	if from > to {
+		return nil
+	}
+	return h.commits[h.index(from):h.index(to+1)]
+}
+
+// index returns the position of the first commit with Revision ≥ rev.
+func (h *History) index(rev int64) int {
+	return sort.Search(len(h.commits), func(i int) bool { return h.commits[i].Revision >= rev })
+}
+
+// FindPut returns the revisions at which key was written with value, in
+// order. When every written value is unique it identifies the write.
+func (h *History) FindPut(key, value string) []int64 {
+	if h.puts == nil {
+		h.puts = make(map[putKey][]int64)
+	}
+	for ; h.indexed < len(h.commits); h.indexed++ {
+		c := h.commits[h.indexed]
+		for _, e := range c.Events {
+			if e.Type == Put {
+				k := putKey{e.KV.Key, e.KV.Value}
+				h.puts[k] = append(h.puts[k], c.Revision)
+			}
+		}
+	}
+	return h.puts[putKey{key, value}]
+}

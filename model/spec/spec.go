@@ -1,0 +1,172 @@
+// Package spec names the guarantees of watchspec and carries their catalogue.
+//
+// A property has one name everywhere: the heading of its section in
+// docs/SPEC.md, the [Property] constant here, the Property field of every
+// [Violation] a checker reports, the name of the tests that prove the checker
+// can fail, and the "FAIL <Property>" lines of the command-line tool. A test
+// in this package keeps [Catalog] and docs/SPEC.md in step.
+//
+// The package is pure: it holds names and text, nothing else.
+package spec
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Property is the stable name of a guarantee, exactly as docs/SPEC.md spells it.
+type Property string
+
+// The key-value properties (docs/SPEC.md §2).
+const (
+	// WriteRevision: the header revision of a successful write's response is
+	// the revision at which its events were committed.
+	WriteRevision Property = "WriteRevision"
+)
+
+// The watch properties (docs/SPEC.md §3).
+const (
+	Ordered           Property = "Ordered"
+	Unique            Property = "Unique"
+	Reliable          Property = "Reliable"
+	Atomic            Property = "Atomic"
+	Resumable         Property = "Resumable"
+	Bookmarkable      Property = "Bookmarkable"
+	Filtered          Property = "Filtered"
+	PrevKV            Property = "PrevKV"
+	IsCreate          Property = "IsCreate"
+	StartRevision     Property = "StartRevision"
+	CompactedCancel   Property = "CompactedCancel"
+	MonotonicRevision Property = "MonotonicRevision"
+)
+
+// Entry describes one property: where docs/SPEC.md states it, what it says,
+// which model function decides it and where it comes from.
+type Entry struct {
+	Property Property
+	// Section is the section number in docs/SPEC.md, such as "3.1".
+	Section string
+	// Summary is the plain statement, one sentence.
+	Summary string
+	// Model names the model function that decides the property.
+	Model string
+	// Source names where the guarantee comes from (a document or an upstream issue).
+	Source string
+}
+
+// Catalog lists every property in the order of docs/SPEC.md.
+//
+// Callers must not modify the returned slice's elements; it is shared.
+func Catalog() []Entry { return catalog }
+
+var catalog = []Entry{
+	{WriteRevision, "2.6", "The header revision of a successful write is the revision of the events it committed.",
+		"kv.CheckWriteRevision", "etcd API guarantees (Revision); etcd robustness tests"},
+	{Ordered, "3.1", "Events are delivered in revision order, and events of one revision in the order of its operations.",
+		"watch.(*Validator).ordered", "etcd API guarantees (Watch: Ordered); etcd#15271"},
+	{Unique, "3.2", "No event is delivered twice on one watch.",
+		"watch.(*Validator).unique", "etcd API guarantees (Watch: Unique); etcd#17247"},
+	{Reliable, "3.3", "Between two delivered events no matching committed event is skipped, and every delivered event is one the store committed.",
+		"watch.(*Validator).reliable", "etcd API guarantees (Watch: Reliable)"},
+	{Atomic, "3.4", "All matching events of one revision arrive in one response.",
+		"watch.(*Validator).atomic", "etcd API guarantees (Watch: Atomic; KV: Atomicity)"},
+	{Resumable, "3.5", "A watch started at a revision in the history window delivers, first, the first matching event at or after that revision.",
+		"watch.(*Validator).resumable", "etcd API guarantees (Watch: Resumable); etcd#18089, etcd#19179"},
+	{Bookmarkable, "3.6", "A progress notification at revision R means every matching event up to R was delivered and no later event has a revision up to R.",
+		"watch.(*Validator).bookmarkable", "etcd API guarantees (Watch: Bookmarkable); etcd#15220"},
+	{Filtered, "3.7", "Only events on keys in the watched range are delivered, and NOPUT / NODELETE are honoured.",
+		"watch.(*Validator).filtered", "etcd API reference (WatchCreateRequest.filters)"},
+	{PrevKV, "3.8", "When requested, an event's previous key-value equals the key's state at ModRevision-1; it is absent only for creations or when that state was compacted.",
+		"watch.(*Validator).prevKV", "etcd API reference (WatchCreateRequest.prev_kv)"},
+	{IsCreate, "3.9", "A PUT event's CreateRevision equals its ModRevision exactly when the key did not exist at ModRevision-1.",
+		"watch.(*Validator).isCreate", "etcd API reference (Event.kv); etcd robustness IsCreate check"},
+	{StartRevision, "3.10", "Start revision 0 means the creation revision plus one, a future start waits, and nothing below the start is delivered.",
+		"watch.(*Validator).startRevision", "etcd API reference (start_revision); etcd#20221"},
+	{CompactedCancel, "3.11", "A watch that needs compacted history is cancelled with CompactRevision, never silently advanced past the compaction.",
+		"watch.(*Validator).compactedCancel", "etcd API reference (compact_revision); etcd#17529"},
+	{MonotonicRevision, "3.12", "The header revisions one watch stream carries never decrease, and never fall below the events they carry.",
+		"watch.(*Validator).monotonicRevision", "etcd API guarantees (Revision); etcd#15271"},
+}
+
+// Lookup returns the catalogue entry of p.
+func Lookup(p Property) (Entry, bool) {
+	for _, e := range catalog {
+		if e.Property == p {
+			return e, true
+		}
+	}
+	return Entry{}, false
+}
+
+// Section returns "§N.M" for p, or "§?" when p is not in the catalogue.
+func (p Property) Section() string {
+	if e, ok := Lookup(p); ok {
+		return "§" + e.Section
+	}
+	return "§?"
+}
+
+// Violation is one broken guarantee, pointing at the revisions and keys involved.
+type Violation struct {
+	Property Property
+	// Revisions are the revisions involved, most relevant first.
+	Revisions []int64
+	// Keys are the keys involved.
+	Keys []string
+	// Message says what was observed and what the property demands.
+	Message string
+}
+
+// String renders v on one line:
+//
+//	Reliable §3.3 revisions=[7] keys=["a"]: event at revision 7 on "a" was skipped
+func (v Violation) String() string {
+	var b strings.Builder
+	b.WriteString(string(v.Property))
+	b.WriteByte(' ')
+	b.WriteString(v.Property.Section())
+	if len(v.Revisions) > 0 {
+		b.WriteString(" revisions=")
+		b.WriteString(FormatRevisions(v.Revisions))
+	}
+	if len(v.Keys) > 0 {
+		b.WriteString(" keys=")
+		b.WriteString(FormatKeys(v.Keys))
+	}
+	b.WriteString(": ")
+	b.WriteString(v.Message)
+	return b.String()
+}
+
+// Error makes a Violation usable as an error.
+func (v Violation) Error() string { return v.String() }
+
+// maxListed bounds how many revisions or keys a rendered violation lists.
+const maxListed = 8
+
+// FormatRevisions renders revs as [1 2 3], eliding the middle of long lists.
+func FormatRevisions(revs []int64) string {
+	parts := make([]string, 0, len(revs))
+	for i, r := range revs {
+		if i == maxListed {
+			parts = append(parts, fmt.Sprintf("…(%d more)", len(revs)-maxListed))
+			break
+		}
+		parts = append(parts, strconv.FormatInt(r, 10))
+	}
+	return "[" + strings.Join(parts, " ") + "]"
+}
+
+// FormatKeys renders keys as ["a" "b"], quoting them so that any bytes stay readable.
+func FormatKeys(keys []string) string {
+	parts := make([]string, 0, len(keys))
+	for i, k := range keys {
+		if i == maxListed {
+			parts = append(parts, fmt.Sprintf("…(%d more)", len(keys)-maxListed))
+			break
+		}
+		parts = append(parts, strconv.Quote(k))
+	}
+	return "[" + strings.Join(parts, " ") + "]"
+}

@@ -1,0 +1,62 @@
+package watch_test
+
+import (
+	"fmt"
+
+	"github.com/watchspec/watchspec/model/kv"
+	"github.com/watchspec/watchspec/model/watch"
+)
+
+// A server that drops the event of revision 3 is caught: the validator names
+// the property and points at the revision and key.
+func ExampleValidator() {
+	var s kv.State
+	h := &kv.History{}
+	for _, v := range []string{"1", "2", "3"} {
+		s, _ = kv.Step(s, kv.Request{Put: &kv.PutRequest{Key: "a", Value: v}})
+		c, _ := s.LastCommit()
+		_ = h.Append(c) // revisions 2, 3, 4
+	}
+	req := watch.Request{Key: "a", StartRevision: 2}
+	perfect := watch.Canonical(h, req, s.Revision())
+	fmt.Println(len(watch.Validate(h, req, perfect)), "violations in the canonical stream")
+
+	v := watch.NewValidator(h, req)
+	for i, resp := range perfect {
+		if i == 2 { // the response for revision 3
+			continue
+		}
+		for _, violation := range v.Observe(resp) {
+			fmt.Println(violation)
+		}
+	}
+	// Output:
+	// 0 violations in the canonical stream
+	// Reliable §3.3 revisions=[3] keys=["a"]: 1 matching events in revisions 3..3 (first: PUT "a"="2"@3 (create 2, version 2)) were skipped before the event at revision 4
+}
+
+// What a perfect server sends for a watch from the past with PrevKV.
+func ExampleCanonical() {
+	var s kv.State
+	h := &kv.History{}
+	for _, req := range []kv.Request{
+		{Put: &kv.PutRequest{Key: "a", Value: "1"}},
+		{Put: &kv.PutRequest{Key: "a", Value: "2"}},
+		{Delete: &kv.DeleteRequest{Key: "a"}},
+	} {
+		s, _ = kv.Step(s, req)
+		c, _ := s.LastCommit()
+		_ = h.Append(c)
+	}
+	for _, r := range watch.Canonical(h, watch.Request{Key: "a", StartRevision: 3, PrevKV: true}, s.Revision()) {
+		fmt.Printf("header=%d created=%v", r.Revision, r.Created)
+		for _, e := range r.Events {
+			fmt.Printf(" %s %q@%d prev=%q", e.Type, e.KV.Key, e.KV.ModRevision, e.PrevKV.Value)
+		}
+		fmt.Println()
+	}
+	// Output:
+	// header=4 created=true
+	// header=4 created=false PUT "a"@3 prev="1"
+	// header=4 created=false DELETE "a"@4 prev="2"
+}
