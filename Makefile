@@ -21,6 +21,7 @@ fmt:
 # A short run of every fuzz target (FUZZTIME each).
 fuzz:
 	$(GO) test ./model/watch -run '^$$' -fuzz '^FuzzValidator$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./traces -run '^$$' -fuzz '^FuzzRead$$' -fuzztime $(FUZZTIME)
 
 # Benchmarks; compare two runs with benchstat.
 bench:

@@ -4,6 +4,7 @@
 // Usage:
 //
 //	watchspec spec [-long]      print the numbered properties of docs/SPEC.md
+//	watchspec check TRACE...    check recorded traces against the specification
 //
 // Exit codes: 0 success, 1 a property is violated, 2 usage or input error.
 package main
@@ -25,11 +26,12 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"spec": {"print the numbered properties of docs/SPEC.md", runSpec},
+	"spec":  {"print the numbered properties of docs/SPEC.md", runSpec},
+	"check": {"check recorded traces against the specification", runCheck},
 }
 
 // order lists the subcommands in the order help shows them.
-var order = []string{"spec"}
+var order = []string{"spec", "check"}
 
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {

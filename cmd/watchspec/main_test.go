@@ -2,9 +2,13 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/watchspec/watchspec/internal/corpus"
 	"github.com/watchspec/watchspec/model/spec"
 )
 
@@ -46,5 +50,72 @@ func TestUsageErrors(t *testing.T) {
 	}
 	if code, out, _ := runCLI("help"); code != 0 || !strings.Contains(out, "spec") {
 		t.Errorf("help: exit %d, output %q", code, out)
+	}
+}
+
+// `watchspec check` passes every valid corpus trace (exit 0) and fails every
+// bug trace (exit 1) with FAIL lines naming exactly the expected properties
+// (docs/CORPUS.md).
+func TestCheckCorpus(t *testing.T) {
+	rows, err := corpus.ReadTable("../../docs/CORPUS.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range rows {
+		t.Run(row.File, func(t *testing.T) {
+			code, out, errOut := runCLI("check", "-q", filepath.Join("../../traces/corpus", row.File))
+			failed := map[string]bool{}
+			for _, line := range strings.Split(out, "\n") {
+				if f := strings.Fields(line); len(f) > 2 && f[0] == "FAIL" {
+					failed[f[1]] = true
+					if !strings.Contains(line, row.File) {
+						t.Errorf("a FAIL line does not name the trace: %s", line)
+					}
+				}
+			}
+			want := map[string]bool{}
+			for _, p := range row.Expected {
+				want[string(p)] = true
+			}
+			if len(want) == 0 && code != 0 || len(want) > 0 && code != 1 {
+				t.Errorf("exit %d\n%s%s", code, out, errOut)
+			}
+			if !reflect.DeepEqual(failed, want) {
+				t.Errorf("FAIL lines name %v, want %v\n%s", failed, want, out)
+			}
+			if !strings.Contains(out, "profile: none (full conformance)") {
+				t.Errorf("the report does not say which profile was in force:\n%s", out)
+			}
+		})
+	}
+}
+
+// Malformed or unreadable traces exit 2 with file:line.
+func TestCheckMalformed(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.ndjson")
+	os.WriteFile(bad, []byte(`{"format":"watchspec-trace","version":1,"system":"x","start":"2026-11-29T21:00:00Z"}`+"\n{nope\n"), 0o644)
+	code, _, errOut := runCLI("check", bad)
+	if code != 2 || !strings.Contains(errOut, bad+":2: invalid JSON") {
+		t.Errorf("exit %d, stderr %q", code, errOut)
+	}
+	code, _, errOut = runCLI("check", filepath.Join(dir, "missing.ndjson"))
+	if code != 2 || !strings.Contains(errOut, "missing.ndjson") {
+		t.Errorf("exit %d, stderr %q", code, errOut)
+	}
+	if code, _, _ := runCLI("check"); code != 2 {
+		t.Errorf("no trace: exit %d", code)
+	}
+}
+
+// A non-linearizable trace with --html gets its visualisation written.
+func TestCheckWritesHTML(t *testing.T) {
+	dir := t.TempDir()
+	code, out, _ := runCLI("check", "-q", "--html", dir, "../../traces/corpus/stale-read.ndjson")
+	if code != 1 || !strings.Contains(out, "visualisation of") {
+		t.Fatalf("exit %d\n%s", code, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "stale-read.ndjson.html")); err != nil {
+		t.Fatal(err)
 	}
 }

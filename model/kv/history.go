@@ -16,6 +16,7 @@ import (
 //
 // A History is not safe for concurrent use.
 type History struct {
+	base        int64 // the revision before the first commit (0 means 1)
 	commits     []Commit
 	compactions []int64
 	puts        map[putKey][]int64 // lazily built index for FindPut
@@ -64,12 +65,26 @@ func (h *History) Compact(rev int64) error {
 	return nil
 }
 
-// Head returns the highest committed revision: 1 for an empty history.
+// Head returns the highest committed revision: the base revision (1 unless
+// set, see [History.SetBase]) for an empty history.
 func (h *History) Head() int64 {
 	if len(h.commits) == 0 {
-		return 1
+		return max(h.base, 1)
 	}
 	return h.commits[len(h.commits)-1].Revision
+}
+
+// Base returns the revision the history starts from (1 for a fresh store).
+func (h *History) Base() int64 { return max(h.base, 1) }
+
+// SetBase sets the revision an empty history starts from, for a store that
+// was not fresh when the history began (see [Start]).
+func (h *History) SetBase(rev int64) error {
+	if len(h.commits) > 0 {
+		return fmt.Errorf("the base revision of a history with commits cannot change")
+	}
+	h.base = rev
+	return nil
 }
 
 // CompactRevision returns the latest compaction revision, or -1 when none was recorded.

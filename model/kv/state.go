@@ -30,7 +30,8 @@ package kv
 //
 // Here n is the number of distinct keys ever written.
 type State struct {
-	writes    int64 // write revisions so far; the revision is 1 + writes
+	base      int64 // the revision before the first write, less one; 0 means a fresh store (revision 1)
+	writes    int64 // write revisions so far; the revision is 1 + base + writes
 	compacted bool
 	compact   int64
 	root      *node
@@ -65,9 +66,15 @@ type Commit struct {
 	Events   []Event
 }
 
+// Start returns an empty store at the given revision that was never
+// compacted: the state of a store whose earlier revisions wrote keys the
+// history does not concern (a store that is not fresh, or one that writes
+// revisions of its own at start-up). Start(1) is the zero State.
+func Start(revision int64) State { return State{base: max(revision, 1) - 1} }
+
 // Revision returns the store's current revision: 1 for a fresh store, and one
 // more for every request that wrote something.
-func (s State) Revision() int64 { return 1 + s.writes }
+func (s State) Revision() int64 { return 1 + s.base + s.writes }
 
 // CompactRevision returns the revision of the last successful compaction, or
 // -1 when the store was never compacted (etcd allows compacting revision 0,
@@ -118,7 +125,7 @@ func (s State) History() *History {
 		n--
 		commits[n] = e.commit
 	}
-	h := &History{commits: commits}
+	h := &History{commits: commits, base: 1 + s.base}
 	if s.compacted {
 		h.compactions = []int64{s.compact}
 	}
@@ -129,7 +136,7 @@ func (s State) History() *History {
 // the compact revision and every version of every key. Equal States have
 // equal hashes.
 func (s State) Hash() uint64 {
-	h := mix64(s.hash ^ mix64(uint64(s.writes)))
+	h := mix64(s.hash ^ mix64(uint64(s.base+s.writes)))
 	if s.compacted {
 		h = mix64(h ^ mix64(uint64(s.compact)^0x5bd1e9955bd1e995))
 	}
@@ -141,7 +148,7 @@ func (s State) Hash() uint64 {
 // order of events inside one revision, which only a watch can see, is not
 // compared.)
 func Equal(a, b State) bool {
-	if a.writes != b.writes || a.compacted != b.compacted || a.compact != b.compact ||
+	if a.base != b.base || a.writes != b.writes || a.compacted != b.compacted || a.compact != b.compact ||
 		a.hash != b.hash || a.keys != b.keys {
 		return false
 	}

@@ -353,3 +353,18 @@ func TestPrefixEnd(t *testing.T) {
 		require.Equal(t, want, kv.PrefixEnd(in), fmt.Sprintf("PrefixEnd(%q)", in))
 	}
 }
+
+// A store that was not fresh: its history starts at a later revision.
+func TestStart(t *testing.T) {
+	s := kv.Start(10)
+	require.EqualValues(t, 10, s.Revision())
+	require.True(t, kv.Equal(kv.Start(1), kv.State{}))
+	s, resp := kv.Step(s, put("a", "1"))
+	require.EqualValues(t, 11, resp.Revision)
+	_, resp = kv.Step(s, get("a", "", 12))
+	require.ErrorIs(t, resp.Err, kv.ErrFutureRev)
+	h := s.History()
+	require.EqualValues(t, 10, h.Base())
+	require.EqualValues(t, 11, h.Head())
+	require.EqualValues(t, 10, kv.Start(10).History().Head())
+}

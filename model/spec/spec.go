@@ -23,6 +23,9 @@ const (
 	// WriteRevision: the header revision of a successful write's response is
 	// the revision at which its events were committed.
 	WriteRevision Property = "WriteRevision"
+	// Linearizable: the key-value operations of a history are linearizable
+	// with respect to the model's Step.
+	Linearizable Property = "Linearizable"
 )
 
 // The watch properties (docs/SPEC.md §3).
@@ -63,6 +66,8 @@ func Catalog() []Entry { return catalog }
 var catalog = []Entry{
 	{WriteRevision, "2.6", "The header revision of a successful write is the revision of the events it committed.",
 		"kv.CheckWriteRevision", "etcd API guarantees (Revision); etcd robustness tests"},
+	{Linearizable, "2.7", "Every key-value operation takes effect at one instant between its call and its return, in an order that the model's Step answers exactly as the store did.",
+		"kv.Step", "etcd API guarantees (KV: strict serializability); etcd robustness tests; etcd#20418 (stale reads)"},
 	{Ordered, "3.1", "Events are delivered in revision order, and events of one revision in the order of its operations.",
 		"watch.(*Validator).ordered", "etcd API guarantees (Watch: Ordered); etcd#15271"},
 	{Unique, "3.2", "No event is delivered twice on one watch.",

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/watchspec/watchspec/linearizability"
+	"github.com/watchspec/watchspec/model/spec"
+)
+
+// report prints one FAIL line per violation, then the per-property table,
+// and returns the exit status: 0 when every property holds, 1 otherwise.
+func report(w io.Writer, results []*linearizability.Result, profile string) int {
+	failed := map[spec.Property]int{}
+	checked := map[spec.Property]int{}
+	status := 0
+	for _, r := range results {
+		for _, v := range r.Violations {
+			failed[v.Property]++
+			status = 1
+			fmt.Fprintf(w, "FAIL %s %s %s", v.Property, r.Trace, v.Where)
+			if len(v.Revisions) > 0 {
+				fmt.Fprintf(w, " revisions=%s", spec.FormatRevisions(v.Revisions))
+			}
+			if len(v.Keys) > 0 {
+				fmt.Fprintf(w, " keys=%s", spec.FormatKeys(v.Keys))
+			}
+			fmt.Fprintf(w, ": %s\n", v.Message)
+		}
+		if r.Verdict == linearizability.Unknown {
+			status = 1
+			fmt.Fprintf(w, "UNKNOWN %s %s: porcupine ran out of time; rerun with a larger --timeout\n", spec.Linearizable, r.Trace)
+		}
+		if r.HTML != "" {
+			fmt.Fprintf(w, "visualisation of %s: %s\n", r.Trace, r.HTML)
+		}
+		for p, n := range r.Checks {
+			checked[p] += n
+		}
+	}
+	fmt.Fprintln(w)
+	for _, r := range results {
+		fmt.Fprintf(w, "%s: %d operations, %d watches, %d watch responses; %s (%s)\n",
+			r.Trace, r.Ops, r.Watches, r.WatchResponses, r.Verdict, r.Method)
+	}
+	if profile == "" {
+		fmt.Fprintln(w, "profile: none (full conformance)")
+	} else {
+		fmt.Fprintf(w, "profile: %s (allowances in force: NOT full conformance)\n", profile)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "§\tproperty\tchecked\tverdict")
+	for _, e := range spec.Catalog() {
+		verdict := "ok"
+		switch {
+		case failed[e.Property] > 0:
+			verdict = fmt.Sprintf("FAIL (%d)", failed[e.Property])
+		case e.Property == spec.Linearizable && anyUnknown(results):
+			verdict = "unknown"
+		case checked[e.Property] == 0:
+			verdict = "not exercised"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", e.Section, e.Property, checked[e.Property], verdict)
+	}
+	tw.Flush()
+	return status
+}
+
+func anyUnknown(results []*linearizability.Result) bool {
+	for _, r := range results {
+		if r.Verdict == linearizability.Unknown {
+			return true
+		}
+	}
+	return false
+}

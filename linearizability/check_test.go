@@ -1,0 +1,205 @@
+package linearizability
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"pgregory.net/rapid"
+
+	"github.com/watchspec/watchspec/model/kv"
+	"github.com/watchspec/watchspec/model/spec"
+	"github.com/watchspec/watchspec/traces"
+)
+
+func properties(vs []Violation) []spec.Property {
+	var ps []spec.Property
+	seen := map[spec.Property]bool{}
+	for _, v := range vs {
+		if !seen[v.Property] {
+			seen[v.Property] = true
+			ps = append(ps, v.Property)
+		}
+	}
+	return ps
+}
+
+// porcupineVerdict asks porcupine alone.
+func porcupineVerdict(t *traces.Trace) porcupine.CheckResult {
+	ops := prepare(t, observedPuts(t))
+	history := make([]porcupine.Operation, len(ops))
+	for i, p := range ops {
+		history[i] = porcupine.Operation{ClientId: p.t.Client, Input: p.t.Request, Call: p.call, Output: p.out, Return: p.ret}
+	}
+	return porcupine.CheckOperationsTimeout(NewModel(), history, 30*time.Second)
+}
+
+// corrupt changes one recorded response so that the history may no longer be
+// linearizable: a stale value, a shifted revision, or a swapped time.
+func corrupt(t *rapid.T, tr *traces.Trace) {
+	var known []int
+	for i, o := range tr.Ops {
+		if o.Response != nil {
+			known = append(known, i)
+		}
+	}
+	if len(known) == 0 {
+		return
+	}
+	o := &tr.Ops[known[rapid.IntRange(0, len(known)-1).Draw(t, "victim")]]
+	r := *o.Response
+	switch rapid.IntRange(0, 2).Draw(t, "how") {
+	case 0:
+		r.Revision += rapid.SampledFrom([]int64{-1, 1}).Draw(t, "shift")
+	case 1:
+		if r.Range != nil && len(r.Range.KVs) > 0 {
+			rr := *r.Range
+			rr.KVs = append([]kv.KeyValue(nil), rr.KVs...)
+			rr.KVs[0].Value = "stale"
+			r.Range = &rr
+		} else {
+			r.Err = errors.New(kv.ErrCompacted.Error())
+			r = kv.Response{Err: r.Err}
+		}
+	default:
+		o.Call, o.Return = o.Call+50, o.Return+50
+	}
+	o.Response = &r
+}
+
+// SPEC §2.7 Linearizable: whenever the revision-order stage accepts a
+// history, porcupine accepts it too (the stage never accepts what is not
+// linearizable), and Check's verdict is always porcupine's.
+func TestRevisionOrderAgreesWithPorcupine(t *testing.T) {
+	var fastAccepted, illegal int
+	rapid.Check(t, func(rt *rapid.T) {
+		cfg := simConfig{ops: rapid.IntRange(1, 40).Draw(rt, "ops"), clients: rapid.IntRange(1, 4).Draw(rt, "clients"),
+			compactEvery: rapid.IntRange(0, 10).Draw(rt, "compactEvery"), unknown: 0.2, watch: rapid.Bool().Draw(rt, "watch"),
+			seed: rapid.Uint64().Draw(rt, "seed")}
+		tr := simulate(cfg)
+		if rapid.Bool().Draw(rt, "corrupt") {
+			corrupt(rt, tr)
+		}
+		want := porcupineVerdict(tr)
+		_, fast := revisionOrder(prepare(tr, observedPuts(tr)), kv.State{})
+		if fast && want != porcupine.Ok {
+			rt.Fatalf("the revision order accepted a history porcupine rejects")
+		}
+		if fast {
+			fastAccepted++
+		}
+		if want == porcupine.Illegal {
+			illegal++
+		}
+		res, err := Check(tr, Options{Timeout: 30 * time.Second})
+		if err != nil {
+			rt.Fatal(err)
+		}
+		if (res.Verdict == Linearizable) != (want == porcupine.Ok) {
+			rt.Fatalf("Check says %s (%s), porcupine says %v: %v", res.Verdict, res.Method, want, res.Violations)
+		}
+		if want == porcupine.Illegal && !hasProperty(res.Violations, spec.Linearizable) {
+			rt.Fatalf("an illegal history reported without a Linearizable violation: %v", res.Violations)
+		}
+	})
+	t.Logf("revision order accepted %d histories; porcupine rejected %d", fastAccepted, illegal)
+	if fastAccepted == 0 || illegal == 0 {
+		t.Fatalf("the generator must produce both accepted and illegal histories")
+	}
+}
+
+func hasProperty(vs []Violation, p spec.Property) bool {
+	for _, v := range vs {
+		if v.Property == p {
+			return true
+		}
+	}
+	return false
+}
+
+// Valid simulated runs, with compaction, unknown outcomes and a collector
+// watch, pass every property.
+func TestSimulatedRunsPass(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		tr := simulate(simConfig{ops: rapid.IntRange(1, 300).Draw(rt, "ops"), clients: 8, compactEvery: 25, unknown: 0.05,
+			watch: true, seed: rapid.Uint64().Draw(rt, "seed")})
+		res, err := Check(tr, Options{})
+		if err != nil {
+			rt.Fatal(err)
+		}
+		if res.Verdict != Linearizable || len(res.Violations) > 0 {
+			rt.Fatalf("%s via %s: %v", res.Verdict, res.Method, res.Violations)
+		}
+		if res.History.Len() > 0 && res.Checks[spec.Reliable] == 0 {
+			rt.Fatalf("the collector watch was not validated")
+		}
+	})
+}
+
+// A stale read (a read that misses a write that returned before it was
+// called) is not linearizable; the violation points at the read, and the
+// visualisation is written. SPEC §2.7; the shape of etcd#20418.
+func TestNotLinearizable(t *testing.T) {
+	put := kv.Request{Put: &kv.PutRequest{Key: "a", Value: "2"}}
+	get := kv.Request{Range: &kv.RangeRequest{Key: "a"}}
+	var s kv.State
+	s, r1 := kv.Step(s, kv.Request{Put: &kv.PutRequest{Key: "a", Value: "1"}})
+	old := s
+	s, r2 := kv.Step(s, put)
+	_, stale := kv.Step(old, get)
+	stale.Revision = r2.Revision // the header is current, but the value is old
+	tr := &traces.Trace{Name: "stale-read.ndjson", Header: traces.Header{System: "test", UniqueValues: true}, Ops: []traces.Op{
+		{Line: 2, Client: 1, Call: 0, Return: 10, Request: kv.Request{Put: &kv.PutRequest{Key: "a", Value: "1"}}, Response: &r1},
+		{Line: 3, Client: 1, Call: 20, Return: 30, Request: put, Response: &r2},
+		{Line: 4, Client: 2, Call: 40, Return: 50, Request: get, Response: &stale},
+	}}
+	dir := t.TempDir()
+	res, err := Check(tr, Options{HTMLDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Verdict != NotLinearizable || res.Method != "porcupine" {
+		t.Fatalf("verdict %s via %s", res.Verdict, res.Method)
+	}
+	if got := properties(res.Violations); len(got) != 1 || got[0] != spec.Linearizable {
+		t.Fatalf("violations %v", res.Violations)
+	}
+	if v := res.Violations[0]; v.Where != "op at line 4 (client 2)" || !strings.Contains(v.Message, `range("a")`) {
+		t.Errorf("the violation does not point at the stale read: %s: %s", v.Where, v.Message)
+	}
+	html, err := os.ReadFile(filepath.Join(dir, "stale-read.ndjson.html"))
+	if err != nil || !strings.Contains(string(html), "<html") {
+		t.Fatalf("no visualisation: %v", err)
+	}
+	if res.HTML != filepath.Join(dir, "stale-read.ndjson.html") {
+		t.Errorf("HTML path %q", res.HTML)
+	}
+}
+
+// A write whose client never learnt the outcome is pinned by the watch that
+// saw its unique value; without the watch, both outcomes are allowed.
+func TestUnknownOutcome(t *testing.T) {
+	put := kv.Request{Put: &kv.PutRequest{Key: "a", Value: "1"}}
+	get := kv.Request{Range: &kv.RangeRequest{Key: "a"}}
+	var s kv.State
+	s, _ = kv.Step(s, put)
+	_, seen := kv.Step(s, get)
+	_, unseen := kv.Step(kv.State{}, get)
+	for _, tc := range []struct {
+		name string
+		read kv.Response
+	}{{"applied", seen}, {"not applied", unseen}} {
+		tr := &traces.Trace{Name: tc.name, Header: traces.Header{System: "test", UniqueValues: true}, Ops: []traces.Op{
+			{Client: 1, Call: 0, Return: 10, Request: put, Error: "timeout"},
+			{Client: 2, Call: 20, Return: 30, Request: get, Response: &tc.read},
+		}}
+		res, err := Check(tr, Options{})
+		if err != nil || res.Verdict != Linearizable {
+			t.Errorf("%s: %v %v", tc.name, res.Verdict, err)
+		}
+	}
+}

@@ -1,0 +1,316 @@
+// Package record drives an etcd-v3 endpoint through the real client
+// (go.etcd.io/etcd/client/v3) and records everything sent and received in
+// watchspec's trace format, so that any etcd-compatible store can be checked
+// with `watchspec check`.
+//
+// Requests and responses are expressed in the model's terms (kv.Request,
+// watch.Request), translated to and from clientv3 here. A response the
+// server gave — including the errors the model knows, such as a read of a
+// compacted revision — is recorded as the operation's outcome; any other
+// failure (a timeout, a lost connection) leaves the outcome unknown: the
+// operation may or may not have taken effect, and the checker allows both.
+package record
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/watchspec/watchspec/model/kv"
+	"github.com/watchspec/watchspec/model/watch"
+	"github.com/watchspec/watchspec/traces"
+)
+
+// Recorder hands out recording clients that share one trace and one clock.
+// It is safe for concurrent use.
+type Recorder struct {
+	w       *traces.Writer
+	start   time.Time
+	clients atomic.Int64
+	watches atomic.Int64
+}
+
+// New returns a recorder writing to w; times in the trace count from now.
+func New(w *traces.Writer) *Recorder {
+	return &Recorder{w: w, start: time.Now()}
+}
+
+// Now returns nanoseconds since the recorder started, from the monotonic clock.
+func (r *Recorder) Now() int64 { return int64(time.Since(r.start)) }
+
+// Annotate records something that happened to the system under test.
+func (r *Recorder) Annotate(tag, text string, start int64) error {
+	return r.w.Annotation(traces.Annotation{Time: start, End: r.Now(), Tag: tag, Text: text})
+}
+
+// Client is one logical client of the trace. It is not safe for concurrent
+// use: a client issues one operation at a time, as porcupine's clients do.
+// After an operation whose outcome is unknown, the client continues under a
+// new id, since that operation may still be in flight.
+type Client struct {
+	rec *Recorder
+	c   *clientv3.Client
+	id  int
+}
+
+// Client returns a recording client that talks through c.
+func (r *Recorder) Client(c *clientv3.Client) *Client {
+	return &Client{rec: r, c: c, id: int(r.clients.Add(1))}
+}
+
+// ID returns the client's current id in the trace.
+func (c *Client) ID() int { return c.id }
+
+// Do sends req and records it with its outcome. It returns the response
+// when the server answered (possibly with an error the model knows, in
+// Response.Err) and a non-nil error when the outcome is unknown.
+func (c *Client) Do(ctx context.Context, req kv.Request) (kv.Response, error) {
+	call := c.rec.Now()
+	resp, err := c.do(ctx, req)
+	ret := c.rec.Now()
+	op := traces.Op{Client: c.id, Call: call, Return: ret, Request: req}
+	if err != nil {
+		if known := modelError(err); known != nil {
+			resp, err = kv.Response{Err: known}, nil
+		}
+	}
+	if err != nil {
+		op.Error = err.Error()
+		c.id = int(c.rec.clients.Add(1))
+	} else {
+		op.Response = &resp
+	}
+	if werr := c.rec.w.Op(op); werr != nil && err == nil {
+		return resp, werr
+	}
+	return resp, err
+}
+
+// modelError maps the server's errors that the model knows to the model's
+// error values; it returns nil for anything else.
+func modelError(err error) error {
+	desc := rpctypes.ErrorDesc(err)
+	for _, e := range []struct {
+		server error
+		model  error
+	}{
+		{rpctypes.ErrGRPCCompacted, kv.ErrCompacted},
+		{rpctypes.ErrGRPCFutureRev, kv.ErrFutureRev},
+		{rpctypes.ErrGRPCEmptyKey, kv.ErrEmptyKey},
+		{rpctypes.ErrGRPCDuplicateKey, kv.ErrDuplicateKey},
+		{rpctypes.ErrGRPCKeyNotFound, kv.ErrKeyNotFound},
+	} {
+		if desc == rpctypes.ErrorDesc(e.server) {
+			return e.model
+		}
+	}
+	return nil
+}
+
+func (c *Client) do(ctx context.Context, req kv.Request) (kv.Response, error) {
+	switch {
+	case req.Compact != nil:
+		r, err := c.c.Compact(ctx, req.Compact.Revision)
+		if err != nil {
+			return kv.Response{}, err
+		}
+		return kv.Response{Revision: r.Header.Revision, Compact: &kv.CompactResponse{}}, nil
+	case req.Txn != nil:
+		var cmps []clientv3.Cmp
+		for _, cmp := range req.Txn.Compare {
+			cmps = append(cmps, toCmp(cmp))
+		}
+		r, err := c.c.Txn(ctx).If(cmps...).Then(toOps(req.Txn.Success)...).Else(toOps(req.Txn.Failure)...).Commit()
+		if err != nil {
+			return kv.Response{}, err
+		}
+		t := &kv.TxnResponse{Succeeded: r.Succeeded}
+		for _, o := range r.Responses {
+			var or kv.OpResponse
+			switch {
+			case o.GetResponseRange() != nil:
+				rr := o.GetResponseRange()
+				or.Range = &kv.RangeResponse{KVs: fromKVs(rr.Kvs), More: rr.More, Count: rr.Count}
+			case o.GetResponsePut() != nil:
+				or.Put = &kv.PutResponse{PrevKV: fromKVPtr(o.GetResponsePut().PrevKv)}
+			case o.GetResponseDeleteRange() != nil:
+				d := o.GetResponseDeleteRange()
+				or.Delete = &kv.DeleteResponse{Deleted: d.Deleted, PrevKVs: fromKVs(d.PrevKvs)}
+			}
+			t.Responses = append(t.Responses, or)
+		}
+		return kv.Response{Revision: r.Header.Revision, Txn: t}, nil
+	}
+	var op clientv3.Op
+	switch {
+	case req.Range != nil:
+		op = toOp(kv.Op{Range: req.Range})
+	case req.Put != nil:
+		op = toOp(kv.Op{Put: req.Put})
+	case req.Delete != nil:
+		op = toOp(kv.Op{Delete: req.Delete})
+	default:
+		return kv.Response{Err: kv.ErrInvalidRequest}, nil
+	}
+	r, err := c.c.Do(ctx, op)
+	if err != nil {
+		return kv.Response{}, err
+	}
+	switch {
+	case r.Get() != nil:
+		g := r.Get()
+		return kv.Response{Revision: g.Header.Revision, Range: &kv.RangeResponse{KVs: fromKVs(g.Kvs), More: g.More, Count: g.Count}}, nil
+	case r.Put() != nil:
+		return kv.Response{Revision: r.Put().Header.Revision, Put: &kv.PutResponse{PrevKV: fromKVPtr(r.Put().PrevKv)}}, nil
+	default:
+		d := r.Del()
+		return kv.Response{Revision: d.Header.Revision, Delete: &kv.DeleteResponse{Deleted: d.Deleted, PrevKVs: fromKVs(d.PrevKvs)}}, nil
+	}
+}
+
+func toOps(ops []kv.Op) []clientv3.Op {
+	var out []clientv3.Op
+	for _, o := range ops {
+		out = append(out, toOp(o))
+	}
+	return out
+}
+
+func toOp(o kv.Op) clientv3.Op {
+	switch {
+	case o.Range != nil:
+		r := o.Range
+		opts := []clientv3.OpOption{clientv3.WithRev(r.Revision), clientv3.WithLimit(r.Limit)}
+		if r.RangeEnd != "" {
+			opts = append(opts, clientv3.WithRange(r.RangeEnd))
+		}
+		if r.CountOnly {
+			opts = append(opts, clientv3.WithCountOnly())
+		}
+		if r.KeysOnly {
+			opts = append(opts, clientv3.WithKeysOnly())
+		}
+		return clientv3.OpGet(r.Key, opts...)
+	case o.Put != nil:
+		var opts []clientv3.OpOption
+		if o.Put.PrevKV {
+			opts = append(opts, clientv3.WithPrevKV())
+		}
+		return clientv3.OpPut(o.Put.Key, o.Put.Value, opts...)
+	default:
+		d := o.Delete
+		var opts []clientv3.OpOption
+		if d.RangeEnd != "" {
+			opts = append(opts, clientv3.WithRange(d.RangeEnd))
+		}
+		if d.PrevKV {
+			opts = append(opts, clientv3.WithPrevKV())
+		}
+		return clientv3.OpDelete(d.Key, opts...)
+	}
+}
+
+func toCmp(c kv.Compare) clientv3.Cmp {
+	result := map[kv.CompareResult]string{kv.CompareEqual: "=", kv.CompareNotEqual: "!=", kv.CompareLess: "<", kv.CompareGreater: ">"}[c.Result]
+	switch c.Target {
+	case kv.TargetValue:
+		return clientv3.Compare(clientv3.Value(c.Key), result, c.Value)
+	case kv.TargetVersion:
+		return clientv3.Compare(clientv3.Version(c.Key), result, c.Number)
+	case kv.TargetCreateRevision:
+		return clientv3.Compare(clientv3.CreateRevision(c.Key), result, c.Number)
+	default:
+		return clientv3.Compare(clientv3.ModRevision(c.Key), result, c.Number)
+	}
+}
+
+func fromKV(k *mvccpb.KeyValue) kv.KeyValue {
+	return kv.KeyValue{Key: string(k.Key), Value: string(k.Value), CreateRevision: k.CreateRevision, ModRevision: k.ModRevision, Version: k.Version}
+}
+
+func fromKVs(ks []*mvccpb.KeyValue) []kv.KeyValue {
+	var out []kv.KeyValue
+	for _, k := range ks {
+		out = append(out, fromKV(k))
+	}
+	return out
+}
+
+func fromKVPtr(k *mvccpb.KeyValue) *kv.KeyValue {
+	if k == nil {
+		return nil
+	}
+	v := fromKV(k)
+	return &v
+}
+
+// Watch is a recorded watch: every response the client receives on it is
+// written to the trace before it is handed on.
+type Watch struct {
+	// ID is the watch's id in the trace.
+	ID int
+	// C delivers the responses, translated to the model's terms; it is
+	// closed when the watch ends (a cancel, or ctx done).
+	C <-chan watch.Response
+}
+
+// Watch creates a watch through the client's etcd watcher and records its
+// creation and every response. The created response is always requested
+// (clientv3's WithCreatedNotify), since its header revision defines where a
+// watch from "now" starts.
+func (c *Client) Watch(ctx context.Context, w clientv3.Watcher, req watch.Request) *Watch {
+	opts := []clientv3.OpOption{clientv3.WithRev(req.StartRevision), clientv3.WithCreatedNotify()}
+	if req.RangeEnd != "" {
+		opts = append(opts, clientv3.WithRange(req.RangeEnd))
+	}
+	if req.PrevKV {
+		opts = append(opts, clientv3.WithPrevKV())
+	}
+	if req.NoPut {
+		opts = append(opts, clientv3.WithFilterPut())
+	}
+	if req.NoDelete {
+		opts = append(opts, clientv3.WithFilterDelete())
+	}
+	if req.ProgressNotify {
+		opts = append(opts, clientv3.WithProgressNotify())
+	}
+	id := int(c.rec.watches.Add(1))
+	client := c.id
+	c.rec.w.Watch(client, id, c.rec.Now(), req)
+	in := w.Watch(ctx, req.Key, opts...)
+	out := make(chan watch.Response)
+	go func() {
+		defer close(out)
+		for wr := range in {
+			r := fromWatchResponse(wr)
+			c.rec.w.WatchResponse(client, id, c.rec.Now(), r)
+			select {
+			case out <- r:
+			case <-ctx.Done():
+				// Keep recording what arrives until clientv3 closes the channel.
+			}
+		}
+	}()
+	return &Watch{ID: id, C: out}
+}
+
+func fromWatchResponse(wr clientv3.WatchResponse) watch.Response {
+	r := watch.Response{Revision: wr.Header.GetRevision(), Created: wr.Created, Canceled: wr.Canceled,
+		CompactRevision: wr.CompactRevision, CancelReason: wr.CancelReason}
+	for _, e := range wr.Events {
+		ev := kv.Event{Type: kv.Put, KV: fromKV(e.Kv), PrevKV: fromKVPtr(e.PrevKv)}
+		if e.Type == mvccpb.DELETE {
+			ev.Type = kv.Delete
+		}
+		r.Events = append(r.Events, ev)
+	}
+	return r
+}
+
+// Flush flushes the trace.
+func (r *Recorder) Flush() error { return r.w.Flush() }

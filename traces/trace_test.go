@@ -1,0 +1,286 @@
+package traces_test
+
+import (
+	"bytes"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"pgregory.net/rapid"
+
+	"github.com/watchspec/watchspec/model/kv"
+	"github.com/watchspec/watchspec/model/watch"
+	"github.com/watchspec/watchspec/traces"
+)
+
+// anyBytes draws byte strings that are often not valid UTF-8.
+var anyBytes = rapid.OneOf(
+	rapid.SampledFrom([]string{"a", "a/1", "key with spaces", "ключ", "\x00", "\xff\xfe", "\"quoted\"\n"}),
+	rapid.Map(rapid.SliceOfN(rapid.Byte(), 1, 6), func(b []byte) string { return string(b) }),
+)
+
+func drawKV(t *rapid.T) kv.KeyValue {
+	return kv.KeyValue{Key: anyBytes.Draw(t, "key"), Value: rapid.OneOf(rapid.Just(""), anyBytes).Draw(t, "value"),
+		CreateRevision: rapid.Int64Range(0, 9).Draw(t, "create"), ModRevision: rapid.Int64Range(0, 9).Draw(t, "mod"),
+		Version: rapid.Int64Range(0, 9).Draw(t, "version")}
+}
+
+func drawKVs(t *rapid.T) []kv.KeyValue {
+	return rapid.SliceOfN(rapid.Custom(drawKV), 0, 3).Draw(t, "kvs")
+}
+
+func drawKVPtr(t *rapid.T) *kv.KeyValue {
+	if rapid.Bool().Draw(t, "nil") {
+		return nil
+	}
+	k := drawKV(t)
+	return &k
+}
+
+func drawOp(t *rapid.T) (kv.Op, kv.OpResponse) {
+	switch rapid.IntRange(0, 2).Draw(t, "opKind") {
+	case 0:
+		return kv.Op{Range: &kv.RangeRequest{Key: anyBytes.Draw(t, "k"), RangeEnd: anyBytes.Draw(t, "end"), Revision: rapid.Int64Range(-1, 9).Draw(t, "rev"), Limit: rapid.Int64Range(-1, 3).Draw(t, "limit"), CountOnly: rapid.Bool().Draw(t, "co"), KeysOnly: rapid.Bool().Draw(t, "ko")}},
+			kv.OpResponse{Range: &kv.RangeResponse{KVs: drawKVs(t), More: rapid.Bool().Draw(t, "more"), Count: rapid.Int64Range(0, 5).Draw(t, "count")}}
+	case 1:
+		return kv.Op{Put: &kv.PutRequest{Key: anyBytes.Draw(t, "k"), Value: anyBytes.Draw(t, "v"), PrevKV: rapid.Bool().Draw(t, "p")}},
+			kv.OpResponse{Put: &kv.PutResponse{PrevKV: drawKVPtr(t)}}
+	default:
+		return kv.Op{Delete: &kv.DeleteRequest{Key: anyBytes.Draw(t, "k"), RangeEnd: anyBytes.Draw(t, "end"), PrevKV: rapid.Bool().Draw(t, "p")}},
+			kv.OpResponse{Delete: &kv.DeleteResponse{Deleted: rapid.Int64Range(0, 3).Draw(t, "n"), PrevKVs: drawKVs(t)}}
+	}
+}
+
+func drawTraceOp(t *rapid.T) traces.Op {
+	op := traces.Op{Client: rapid.IntRange(0, 5).Draw(t, "client"), Call: rapid.Int64Range(0, 1000).Draw(t, "call")}
+	var resp kv.Response
+	switch rapid.IntRange(0, 2).Draw(t, "kind") {
+	case 0:
+		o, r := drawOp(t)
+		op.Request = kv.Request{Range: o.Range, Put: o.Put, Delete: o.Delete}
+		resp = kv.Response{Range: r.Range, Put: r.Put, Delete: r.Delete}
+	case 1:
+		txn := &kv.TxnRequest{}
+		for range rapid.IntRange(0, 2).Draw(t, "ncmp") {
+			c := kv.Compare{Key: anyBytes.Draw(t, "ck"), Target: kv.CompareTarget(rapid.IntRange(0, 3).Draw(t, "target")), Result: kv.CompareResult(rapid.IntRange(0, 3).Draw(t, "result"))}
+			if c.Target == kv.TargetValue {
+				c.Value = anyBytes.Draw(t, "cv")
+			} else {
+				c.Number = rapid.Int64Range(-1, 9).Draw(t, "cn")
+			}
+			txn.Compare = append(txn.Compare, c)
+		}
+		tr := &kv.TxnResponse{Succeeded: rapid.Bool().Draw(t, "ok")}
+		for _, branch := range []*[]kv.Op{&txn.Success, &txn.Failure} {
+			for range rapid.IntRange(0, 2).Draw(t, "nops") {
+				o, r := drawOp(t)
+				*branch = append(*branch, o)
+				if (branch == &txn.Success) == tr.Succeeded {
+					tr.Responses = append(tr.Responses, r)
+				}
+			}
+		}
+		op.Request, resp = kv.Request{Txn: txn}, kv.Response{Txn: tr}
+	default:
+		op.Request, resp = kv.Request{Compact: &kv.CompactRequest{Revision: rapid.Int64Range(-1, 9).Draw(t, "c")}}, kv.Response{Compact: &kv.CompactResponse{}}
+	}
+	resp.Revision = rapid.Int64Range(0, 9).Draw(t, "hdr")
+	switch rapid.IntRange(0, 2).Draw(t, "outcome") {
+	case 0:
+		op.Return = op.Call + rapid.Int64Range(0, 100).Draw(t, "dur")
+		op.Response = &resp
+	case 1:
+		op.Return = op.Call + rapid.Int64Range(0, 100).Draw(t, "dur")
+		op.Response = &kv.Response{Err: errors.New(rapid.SampledFrom([]string{kv.ErrCompacted.Error(), kv.ErrFutureRev.Error()}).Draw(t, "err"))}
+	default:
+		op.Error = "context deadline exceeded"
+		if rapid.Bool().Draw(t, "gaveUp") {
+			op.Return = op.Call + 5
+		}
+	}
+	return op
+}
+
+func drawTrace(t *rapid.T) *traces.Trace {
+	tr := &traces.Trace{Name: "drawn", Header: traces.Header{Format: traces.Format, Version: traces.Version, System: "test", Start: "2026-11-29T21:00:00Z", Seed: 7, UniqueValues: true}}
+	tr.Ops = rapid.SliceOfN(rapid.Custom(drawTraceOp), 0, 6).Draw(t, "ops")
+	for i := range rapid.IntRange(0, 3).Draw(t, "nwatches") {
+		w := &traces.Watch{Client: i, ID: rapid.IntRange(0, 3).Draw(t, "id"), Time: rapid.Int64Range(0, 50).Draw(t, "wt"),
+			Request: watch.Request{Key: anyBytes.Draw(t, "wk"), RangeEnd: anyBytes.Draw(t, "we"), StartRevision: rapid.Int64Range(-1, 9).Draw(t, "start"),
+				NoPut: rapid.Bool().Draw(t, "np"), NoDelete: rapid.Bool().Draw(t, "nd"), PrevKV: rapid.Bool().Draw(t, "pk"), ProgressNotify: rapid.Bool().Draw(t, "pn")}}
+		for range rapid.IntRange(0, 3).Draw(t, "nresp") {
+			r := watch.Response{Revision: rapid.Int64Range(0, 9).Draw(t, "rev"), Created: rapid.Bool().Draw(t, "created"),
+				Canceled: rapid.Bool().Draw(t, "canceled"), CompactRevision: rapid.Int64Range(0, 3).Draw(t, "cr"), CancelReason: rapid.SampledFrom([]string{"", "why"}).Draw(t, "reason")}
+			for range rapid.IntRange(0, 2).Draw(t, "nev") {
+				r.Events = append(r.Events, kv.Event{Type: kv.EventType(rapid.IntRange(0, 1).Draw(t, "et")), KV: drawKV(t), PrevKV: drawKVPtr(t)})
+			}
+			w.Responses = append(w.Responses, traces.WatchResponse{Time: w.Time + rapid.Int64Range(0, 9).Draw(t, "rt"), Response: r})
+		}
+		tr.Watches = append(tr.Watches, w)
+	}
+	for range rapid.IntRange(0, 2).Draw(t, "nann") {
+		a := traces.Annotation{Time: rapid.Int64Range(0, 9).Draw(t, "at"), Tag: "restart", Text: rapid.String().Draw(t, "text")}
+		a.End = a.Time + rapid.Int64Range(0, 9).Draw(t, "ae")
+		tr.Annotations = append(tr.Annotations, a)
+	}
+	return tr
+}
+
+// clearLines zeroes the line numbers Read fills in, for comparison.
+func clearLines(t *traces.Trace) {
+	for i := range t.Ops {
+		t.Ops[i].Line = 0
+	}
+	for _, w := range t.Watches {
+		w.Line = 0
+		for i := range w.Responses {
+			w.Responses[i].Line = 0
+		}
+	}
+	for i := range t.Annotations {
+		t.Annotations[i].Line = 0
+	}
+}
+
+// TestRoundTrip: any trace, with any bytes in keys and values, reads back
+// exactly as written.
+func TestRoundTrip(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		tr := drawTrace(t)
+		// A watch's (client, id) must be unique: keep the first of each.
+		seen := map[[2]int]bool{}
+		var ws []*traces.Watch
+		for _, w := range tr.Watches {
+			if !seen[[2]int{w.Client, w.ID}] {
+				seen[[2]int{w.Client, w.ID}] = true
+				ws = append(ws, w)
+			}
+		}
+		tr.Watches = ws
+		var buf bytes.Buffer
+		if err := traces.Write(&buf, tr); err != nil {
+			t.Fatal(err)
+		}
+		got, err := traces.Read(&buf, "drawn")
+		if err != nil {
+			t.Fatalf("reading back: %v\n%s", err, buf.String())
+		}
+		clearLines(got)
+		if !sameTrace(tr, got) {
+			t.Fatalf("round trip changed the trace:\nwrote %+v\nread  %+v", tr, got)
+		}
+	})
+}
+
+// sameTrace compares traces, errors by text.
+func sameTrace(a, b *traces.Trace) bool {
+	if !reflect.DeepEqual(a.Header, b.Header) || len(a.Ops) != len(b.Ops) || !reflect.DeepEqual(a.Watches, b.Watches) ||
+		!reflect.DeepEqual(a.Annotations, b.Annotations) {
+		return false
+	}
+	for i := range a.Ops {
+		x, y := a.Ops[i], b.Ops[i]
+		if x.Client != y.Client || x.Call != y.Call || x.Return != y.Return || x.Error != y.Error ||
+			!reflect.DeepEqual(x.Request, y.Request) || (x.Response == nil) != (y.Response == nil) {
+			return false
+		}
+		if x.Response != nil && !kv.SameResponse(*x.Response, *y.Response) {
+			return false
+		}
+	}
+	return true
+}
+
+func TestUTF8KeysStayReadable(t *testing.T) {
+	var buf bytes.Buffer
+	w, err := traces.NewWriter(&buf, traces.Header{System: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := kv.Response{Revision: 2, Put: &kv.PutResponse{}}
+	w.Op(traces.Op{Client: 1, Call: 1, Return: 2, Request: kv.Request{Put: &kv.PutRequest{Key: "/registry/pods/ключ", Value: "\xff\x00"}}, Response: &resp})
+	w.Flush()
+	out := buf.String()
+	if !strings.Contains(out, `"key":"/registry/pods/ключ"`) {
+		t.Errorf("a UTF-8 key is not written as a plain string:\n%s", out)
+	}
+	if !strings.Contains(out, `"value":{"base64":"/wA="}`) {
+		t.Errorf("a non-UTF-8 value is not written as base64:\n%s", out)
+	}
+}
+
+const header = `{"format":"watchspec-trace","version":1,"system":"test","start":"2026-11-29T21:00:00Z"}`
+
+// TestMalformed: every malformed trace fails with "name:line: what is wrong".
+func TestMalformed(t *testing.T) {
+	for _, tc := range []struct {
+		name, body, want string
+	}{
+		{"empty", ``, "bad.ndjson:1: empty trace"},
+		{"not a header", `{"type":"op"}`, `bad.ndjson:1: the header's format is ""`},
+		{"future version", `{"format":"watchspec-trace","version":2,"system":"x","start":"2026-11-29T21:00:00Z"}`, "bad.ndjson:1: trace format version 2 is not supported"},
+		{"bad start", `{"format":"watchspec-trace","version":1,"system":"x","start":"yesterday"}`, `bad.ndjson:1: header: "start" must be an RFC 3339 time`},
+		{"no system", `{"format":"watchspec-trace","version":1,"start":"2026-11-29T21:00:00Z"}`, `bad.ndjson:1: header: "system" must name`},
+		{"not json", header + "\n{nope", "bad.ndjson:2: invalid JSON"},
+		{"unknown type", header + "\n" + `{"type":"teleport"}`, `bad.ndjson:2: unknown record type "teleport"`},
+		{"no type", header + "\n" + `{"client":1}`, `bad.ndjson:2: record without a "type"`},
+		{"unknown field", header + "\n" + `{"type":"annotation","time":1,"tag":"x","colour":"red"}`, `bad.ndjson:2: invalid record: json: unknown field "colour"`},
+		{"wrong field type", header + "\n" + `{"type":"op","client":"one"}`, `bad.ndjson:2: field "client": expected int`},
+		{"two requests", header + "\n" + `{"type":"op","client":1,"call":1,"return":2,"request":{"put":{"key":"a","value":"b"},"compact":{"revision":1}},"response":{"revision":2,"put":{}}}`, "bad.ndjson:2: request must set exactly one of its operations, not 2"},
+		{"return before call", header + "\n" + `{"type":"op","client":1,"call":5,"return":2,"request":{"compact":{"revision":1}},"response":{"compact":{}}}`, `bad.ndjson:2: "return" (2) is before "call" (5)`},
+		{"negative call", header + "\n" + `{"type":"op","client":1,"call":-5,"request":{"compact":{"revision":1}},"error":"x"}`, `bad.ndjson:2: "call" is negative`},
+		{"response of another kind", header + "\n" + `{"type":"op","client":1,"call":1,"return":2,"request":{"compact":{"revision":1}},"response":{"put":{}}}`, "bad.ndjson:2: the response to a compact carries a put result"},
+		{"no outcome", header + "\n" + `{"type":"op","client":1,"call":1,"return":2,"request":{"compact":{"revision":1}}}`, `bad.ndjson:2: an op needs a "response", or an "error"`},
+		{"txn branch length", header + "\n" + `{"type":"op","client":1,"call":1,"return":2,"request":{"txn":{"success":[{"put":{"key":"a","value":"b"}}]}},"response":{"txn":{"succeeded":true}}}`, "bad.ndjson:2: the txn ran its success branch of 1 ops but the response has 0 results"},
+		{"bad compare", header + "\n" + `{"type":"op","client":1,"call":1,"error":"x","request":{"txn":{"compare":[{"key":"a","target":"colour","result":"="}]}}}`, `bad.ndjson:2: txn compare[0] target "colour" is not one of`},
+		{"bad base64", header + "\n" + `{"type":"op","client":1,"call":1,"error":"x","request":{"put":{"key":{"base64":"!!"},"value":"v"}}}`, "bad.ndjson:2: invalid record"},
+		{"response before watch", header + "\n" + `{"type":"watch_response","client":1,"watch":1,"time":3,"response":{"revision":1}}`, "bad.ndjson:2: response to watch 1 of client 1, which no earlier line created"},
+		{"duplicate watch", header + "\n" + `{"type":"watch","client":1,"watch":1,"time":3,"request":{"key":"a"}}` + "\n" + `{"type":"watch","client":1,"watch":1,"time":4,"request":{"key":"a"}}`, "bad.ndjson:3: watch 1 of client 1 was already created on line 2"},
+		{"bad filter", header + "\n" + `{"type":"watch","client":1,"watch":1,"time":3,"request":{"key":"a","filters":["NOGOOD"]}}`, `bad.ndjson:2: unknown watch filter "NOGOOD"`},
+		{"bad event type", header + "\n" + `{"type":"watch","client":1,"watch":1,"time":3,"request":{"key":"a"}}` + "\n" + `{"type":"watch_response","client":1,"watch":1,"time":4,"response":{"revision":2,"events":[{"type":"MOVE","kv":{"key":"a","mod_revision":2}}]}}`, `bad.ndjson:3: events[0]: type "MOVE" is neither PUT nor DELETE`},
+		{"event without kv", header + "\n" + `{"type":"watch","client":1,"watch":1,"time":3,"request":{"key":"a"}}` + "\n" + `{"type":"watch_response","client":1,"watch":1,"time":4,"response":{"revision":2,"events":[{"type":"PUT"}]}}`, `bad.ndjson:3: events[0] kv: missing`},
+		{"progress flag lies", header + "\n" + `{"type":"watch","client":1,"watch":1,"time":3,"request":{"key":"a"}}` + "\n" + `{"type":"watch_response","client":1,"watch":1,"time":4,"response":{"revision":2,"created":true,"progress":true}}`, `bad.ndjson:3: "progress" is true but the response is not a progress notification`},
+		{"response before its watch in time", header + "\n" + `{"type":"watch","client":1,"watch":1,"time":3,"request":{"key":"a"}}` + "\n" + `{"type":"watch_response","client":1,"watch":1,"time":2,"response":{"revision":2}}`, "bad.ndjson:3: response at time 2 precedes its watch's creation at 3 (line 2)"},
+		{"two values on a line", header + "\n" + `{"type":"annotation","time":1,"tag":"x"} {}`, "bad.ndjson:2: invalid JSON at byte 42: invalid character '{' after top-level value"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := traces.Read(strings.NewReader(tc.body), "bad.ndjson")
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got error %v\nwant it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// FuzzRead: no input makes Read panic; what it accepts it writes back and
+// reads again unchanged.
+func FuzzRead(f *testing.F) {
+	f.Add([]byte(header + "\n"))
+	f.Add([]byte(header + "\n" + `{"type":"op","client":1,"call":1,"return":2,"request":{"put":{"key":"a","value":{"base64":"/wA="}}},"response":{"revision":2,"put":{}}}`))
+	f.Add([]byte(header + "\n" + `{"type":"watch","client":1,"watch":1,"time":3,"request":{"key":"a","range_end":"b","filters":["NOPUT"],"prev_kv":true}}` + "\n" +
+		`{"type":"watch_response","client":1,"watch":1,"time":4,"response":{"revision":2,"events":[{"type":"DELETE","kv":{"key":"a","mod_revision":2},"prev_kv":{"key":"a","value":"v","mod_revision":1}}]}}`))
+	f.Add([]byte(header + "\n" + `{"type":"op","client":1,"call":1,"error":"x","request":{"txn":{"compare":[{"key":"a","target":"version","result":">","number":1}],"success":[{"range":{"key":"a"}}]}}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		tr, err := traces.Read(bytes.NewReader(data), "fuzz")
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "fuzz:") {
+				t.Fatalf("error without file:line: %v", err)
+			}
+			return
+		}
+		var buf bytes.Buffer
+		if err := traces.Write(&buf, tr); err != nil {
+			t.Fatal(err)
+		}
+		again, err := traces.Read(&buf, "fuzz")
+		if err != nil {
+			t.Fatalf("a trace Read accepted does not read back after Write: %v", err)
+		}
+		clearLines(tr)
+		clearLines(again)
+		if !sameTrace(tr, again) {
+			t.Fatalf("write/read changed an accepted trace")
+		}
+	})
+}
