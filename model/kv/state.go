@@ -104,6 +104,16 @@ func (s State) Get(key string, rev int64) (KeyValue, bool) {
 	return v.kv, true
 }
 
+// Snapshot returns the live keys of the range (key, rangeEnd) — etcd's
+// conventions — as they were at revision rev (≤ 0: the current one), in key
+// order. Like Get, it ignores compaction: it is the model's own view.
+func (s State) Snapshot(key, rangeEnd string, rev int64) []KeyValue {
+	if rev <= 0 {
+		rev = s.Revision()
+	}
+	return rangeAt(s.root, RangeRequest{Key: key, RangeEnd: rangeEnd}, rev).KVs
+}
+
 // LastCommit returns the commit of the current revision, or false for a
 // fresh store.
 func (s State) LastCommit() (Commit, bool) {

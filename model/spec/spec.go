@@ -58,6 +58,27 @@ type Entry struct {
 	Source string
 }
 
+// The Kubernetes list and watch properties (docs/SPEC.md §4).
+const (
+	ListResourceVersion Property = "ListResourceVersion"
+	ListSnapshot        Property = "ListSnapshot"
+	WatchStart          Property = "WatchStart"
+	InitialEventsEnd    Property = "InitialEventsEnd"
+	Expired             Property = "Expired"
+)
+
+// The informer contract (docs/SPEC.md §5).
+const (
+	InformerSubsequence Property = "InformerSubsequence"
+	InformerConverges   Property = "InformerConverges"
+	RelistDeletes       Property = "RelistDeletes"
+	LateHandler         Property = "LateHandler"
+	HasSyncedDelivered  Property = "HasSyncedDelivered"
+	SyncedRVMonotonic   Property = "SyncedRVMonotonic"
+	SameRVUpdate        Property = "SameRVUpdate"
+	FreshStart          Property = "FreshStart"
+)
+
 // Catalog lists every property in the order of docs/SPEC.md.
 //
 // Callers must not modify the returned slice's elements; it is shared.
@@ -92,6 +113,32 @@ var catalog = []Entry{
 		"watch.(*Validator).compactedCancel", "etcd API reference (compact_revision); etcd#17529"},
 	{MonotonicRevision, "3.12", "The header revisions one watch stream carries never decrease, and never fall below the events they carry.",
 		"watch.(*Validator).monotonicRevision", "etcd API guarantees (Revision); etcd#15271"},
+	{ListResourceVersion, "4.1", "A list's resourceVersion keeps its semantic: unset is consistent, N is not older than N, Exact is exactly N, a continuation stays at its first page's revision.",
+		"k8s.CheckList", "Kubernetes API concepts (resource versions)"},
+	{ListSnapshot, "4.2", "A list's items are exactly the stored objects at the list's resourceVersion, in key order, page after page.",
+		"k8s.CheckList", "Kubernetes API concepts (efficient detection of changes; retrieving large results)"},
+	{WatchStart, "4.3", "A watch at N delivers the changes after N; a watch that opens with a state (unset, \"0\", sendInitialEvents) delivers ADDED for exactly the objects of one revision its semantic allows, then the changes after it.",
+		"k8s.CheckWatch", "Kubernetes API concepts (watch semantics); kubernetes#73845"},
+	{InitialEventsEnd, "4.4", "A WatchList's initial events are sorted by key and end with one bookmark annotated k8s.io/initial-events-end at the state's revision.",
+		"k8s.CheckWatch", "KEP-3157 (WatchList); kubernetes#120897"},
+	{Expired, "4.5", "410 Gone answers only a read of history the server no longer has; an Exact read of compacted history gets 410, not data.",
+		"k8s.CheckList", "Kubernetes API concepts (410 Gone)"},
+	{InformerSubsequence, "5.1", "Per object, the states a handler sees are real states of the object, in order.",
+		"k8s.CheckInformer", "client-go SharedInformer contract"},
+	{InformerConverges, "5.2", "After writes stop, the informer's cache and every handler's view equal the store.",
+		"k8s.CheckInformer", "client-go SharedInformer contract (eventual consistency); kubernetes#83810"},
+	{RelistDeletes, "5.3", "A key absent from a relist is delivered as a delete (a tombstone with its last known state), even if its addition was still queued.",
+		"k8s.CheckInformer", "client-go DeltaFIFO.Replace; kubernetes#115620"},
+	{LateHandler, "5.4", "A handler added after the start gets the cache's contents, then a gapless stream of what follows.",
+		"k8s.CheckInformer", "client-go SharedInformer contract; kubernetes#59822"},
+	{HasSyncedDelivered, "5.5", "When a handler's HasSynced is true, all its initial-list adds have been delivered.",
+		"k8s.CheckInformer", "client-go HasSynced; kubernetes#113985"},
+	{SyncedRVMonotonic, "5.6", "The informer's last-synced resourceVersion never decreases and is never taken from a synthetic ADDED event.",
+		"k8s.CheckInformer", "client-go Reflector; kubernetes#136583"},
+	{SameRVUpdate, "5.7", "A handler gets an object at the same resourceVersion again only from a resync or a relist.",
+		"k8s.CheckInformer", "client-go sharedIndexInformer (isSync); kubernetes#87957"},
+	{FreshStart, "5.8", "An informer's first sync is not older than what was committed before it started.",
+		"k8s.CheckInformer", "KEP-2340, KEP-3157; kubernetes#59848"},
 }
 
 // Lookup returns the catalogue entry of p.

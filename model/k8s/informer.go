@@ -1,0 +1,461 @@
+package k8s
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/watchspec/watchspec/model/spec"
+)
+
+// NotificationType is the event handler method called.
+type NotificationType string
+
+const (
+	OnAdd    NotificationType = "OnAdd"
+	OnUpdate NotificationType = "OnUpdate"
+	OnDelete NotificationType = "OnDelete"
+)
+
+// Notification is one call of an event handler.
+type Notification struct {
+	Handler int
+	Type    NotificationType
+	// Old is the previous object of OnUpdate, and the last known state of
+	// OnDelete (nil when a tombstone carries none).
+	Old *Object
+	// New is the object of OnAdd and OnUpdate.
+	New           *Object
+	InInitialList bool
+	// Tombstone: OnDelete received a DeletedFinalStateUnknown (a deletion
+	// missed while disconnected, found by a relist).
+	Tombstone bool
+}
+
+// Key returns the key the notification is about.
+func (n Notification) Key() string {
+	if n.New != nil {
+		return n.New.Key
+	}
+	if n.Old != nil {
+		return n.Old.Key
+	}
+	return ""
+}
+
+// Entry is one thing that happened in an informer run. Exactly one field is set.
+type Entry struct {
+	// Start: the informer started; Revision is the highest revision known
+	// committed at that moment.
+	Start *StartEntry
+	// HandlerAdded: a handler was registered.
+	HandlerAdded *int
+	// Notification: a handler was called.
+	Notification *Notification
+	// HasSynced: handler's HasSynced (−1: the informer's) was observed true.
+	HasSynced *int
+	// SyncedRV: the informer's last-synced resourceVersion was observed.
+	SyncedRV *int64
+	// List: the informer's ListWatch returned a list (index into Run.Lists).
+	List *int
+	// WatchEvent: the informer's ListWatch delivered a watch event.
+	WatchEvent *WatchEventEntry
+	// Resync: a periodic resync fired.
+	Resync bool
+	// Quiesced: writes stopped and the run waited; from here the informer
+	// must agree with the store.
+	Quiesced bool
+}
+
+// StartEntry marks the informer's start.
+type StartEntry struct{ Revision int64 }
+
+// WatchEventEntry is one event of watch Watch (an index into Run.Watches).
+type WatchEventEntry struct {
+	Watch int
+	Event WatchEvent
+}
+
+// Run is a recorded informer run: the lists and watches its ListWatch made,
+// and the log of everything that happened, in order.
+type Run struct {
+	// Prefix is the key prefix the informer watches.
+	Prefix  string
+	Lists   []ListCall
+	Watches []WatchCall
+	Entries []Entry
+	// Cache is the informer's store at the end of the run.
+	Cache []Object
+}
+
+// CheckInformer decides the informer contract, docs/SPEC.md §5, for a run
+// against the store's history h; it also checks every list and watch of the
+// run with [CheckList] and [CheckWatch].
+func CheckInformer(h History, run Run) []spec.Violation {
+	c := &informerCheck{h: h, run: run, views: map[int]map[string]*seen{}}
+	for _, l := range run.Lists {
+		c.out = append(c.out, CheckList(h, l)...)
+	}
+	for _, w := range run.Watches {
+		c.out = append(c.out, CheckWatch(h, w)...)
+	}
+	c.walk()
+	return c.out
+}
+
+// seen is what one handler last learnt of one key.
+type seen struct {
+	obj     Object
+	present bool
+	at      int // the entry index of the notification
+	initial bool
+}
+
+type informerCheck struct {
+	h       History
+	run     Run
+	out     []spec.Violation
+	views   map[int]map[string]*seen // handler → key → last seen
+	order   []int                    // handlers in registration order
+	joined  map[int]int              // handler → entry index it was added at
+	started int                      // entry index of the start (-1 before)
+	// lastRefresh is the entry index of the last relist or resync.
+	lastRefresh int
+	// relists holds, per entry index, the keys a relist listed.
+	relists []relist
+	synced  map[int]int // handler → entry index of the first HasSynced
+	notes   map[int][]int
+	// faulty records the handlers and keys already reported, so that the
+	// consequences of one fault are not reported again under other names.
+	faulty   map[int]map[string]bool
+	quiesced int
+}
+
+func (c *informerCheck) blame(h int, key string) {
+	if c.faulty[h] == nil {
+		c.faulty[h] = map[string]bool{}
+	}
+	c.faulty[h][key] = true
+}
+
+type relist struct {
+	at   int
+	keys map[string]bool
+}
+
+func (c *informerCheck) fail(p spec.Property, revs []int64, keys []string, format string, args ...any) {
+	c.out = append(c.out, spec.Violation{Property: p, Revisions: revs, Keys: keys, Message: fmt.Sprintf(format, args...)})
+}
+
+func (c *informerCheck) walk() {
+	c.started, c.lastRefresh, c.quiesced = -1, -1, -1
+	c.joined, c.synced, c.notes = map[int]int{}, map[int]int{}, map[int][]int{}
+	c.faulty = map[int]map[string]bool{}
+	var startRev int64
+	firstList := true
+	var lastRV int64
+	legit := c.legitimateRVs()
+	for i, e := range c.run.Entries {
+		switch {
+		case e.Start != nil:
+			c.started, startRev = i, e.Start.Revision
+		case e.HandlerAdded != nil:
+			h := *e.HandlerAdded
+			c.joined[h] = i
+			c.order = append(c.order, h)
+			c.views[h] = map[string]*seen{}
+		case e.List != nil:
+			l := c.run.Lists[*e.List]
+			if l.Result.Status != nil {
+				break
+			}
+			if firstList {
+				firstList = false
+				// §5.8 FreshStart: the first sync is not older than the start.
+				if l.Result.ResourceVersion < startRev && l.Options.Continue == "" {
+					c.fail(spec.FreshStart, []int64{l.Result.ResourceVersion, startRev}, []string{c.run.Prefix},
+						"the informer's first list is at revision %d, older than revision %d committed before it started (kubernetes#59848)", l.Result.ResourceVersion, startRev)
+				}
+			}
+			keys := map[string]bool{}
+			for _, o := range l.Result.Items {
+				keys[o.Key] = true
+			}
+			c.relists = append(c.relists, relist{at: i, keys: keys})
+			c.lastRefresh = i
+		case e.Resync:
+			c.lastRefresh = i
+		case e.SyncedRV != nil:
+			rv := *e.SyncedRV
+			// §5.6 SyncedRVMonotonic.
+			if rv < lastRV {
+				c.fail(spec.SyncedRVMonotonic, []int64{rv, lastRV}, nil, "the informer's last-synced resourceVersion went back from %d to %d", lastRV, rv)
+			} else if rv > lastRV && !legit[rv] {
+				c.fail(spec.SyncedRVMonotonic, []int64{rv}, nil,
+					"the informer's last-synced resourceVersion %d was taken from a synthetic ADDED event, not from a list, a bookmark or a change (kubernetes#136583)", rv)
+			}
+			lastRV = max(lastRV, rv)
+		case e.HasSynced != nil:
+			if _, ok := c.synced[*e.HasSynced]; !ok {
+				c.synced[*e.HasSynced] = i
+			}
+		case e.Notification != nil:
+			c.notify(i, *e.Notification)
+		case e.Quiesced:
+			c.quiesced = i
+		}
+	}
+	c.hasSynced()
+	c.lateHandlers()
+	if c.quiesced >= 0 {
+		c.converges()
+	}
+}
+
+// legitimateRVs lists the revisions an informer may adopt: those of lists,
+// of bookmarks and of watch events other than a watch's synthetic initial
+// ADDED events.
+func (c *informerCheck) legitimateRVs() map[int64]bool {
+	ok := map[int64]bool{0: true}
+	for _, l := range c.run.Lists {
+		ok[l.Result.ResourceVersion] = true
+	}
+	for _, w := range c.run.Watches {
+		start, err := WatchSemantic(w.Options)
+		initial := err == nil && start.InitialState
+		for _, e := range w.Events {
+			if e.Type != Added {
+				initial = false
+			}
+			if !initial {
+				ok[e.Object.ResourceVersion] = true
+			}
+		}
+	}
+	return ok
+}
+
+// real reports whether o is a state the store held: the key had exactly
+// this value and resourceVersion at o's resourceVersion.
+func (c *informerCheck) real(o Object) bool {
+	objs := c.h.Objects(o.Key, o.ResourceVersion)
+	for _, x := range objs {
+		if x.Key == o.Key {
+			return x == o
+		}
+	}
+	return false
+}
+
+// notify decides §5.1 InformerSubsequence and §5.7 SameRVUpdate for one
+// notification, and updates the handler's view.
+func (c *informerCheck) notify(i int, n Notification) {
+	view, ok := c.views[n.Handler]
+	if !ok {
+		view = map[string]*seen{}
+		c.views[n.Handler] = view
+		c.order = append(c.order, n.Handler)
+	}
+	c.notes[n.Handler] = append(c.notes[n.Handler], i)
+	key := n.Key()
+	last := view[key]
+	switch n.Type {
+	case OnAdd, OnUpdate:
+		obj := *n.New
+		switch {
+		case !c.real(obj):
+			c.blame(n.Handler, key)
+			c.fail(spec.InformerSubsequence, []int64{obj.ResourceVersion}, []string{key},
+				"handler %d got %s of %q at resourceVersion %d with a value the store never held there", n.Handler, n.Type, key, obj.ResourceVersion)
+		case last == nil:
+		case obj.ResourceVersion < last.obj.ResourceVersion:
+			c.blame(n.Handler, key)
+			c.fail(spec.InformerSubsequence, []int64{obj.ResourceVersion, last.obj.ResourceVersion}, []string{key},
+				"handler %d got %q at resourceVersion %d after resourceVersion %d: back in time", n.Handler, key, obj.ResourceVersion, last.obj.ResourceVersion)
+		case obj.ResourceVersion == last.obj.ResourceVersion && c.lastRefresh < last.at && !n.InInitialList:
+			c.blame(n.Handler, key)
+			c.fail(spec.SameRVUpdate, []int64{obj.ResourceVersion}, []string{key},
+				"handler %d got %s of %q at the same resourceVersion %d again, with no resync or relist in between", n.Handler, n.Type, key, obj.ResourceVersion)
+		}
+		view[key] = &seen{obj: obj, present: true, at: i, initial: n.InInitialList}
+	case OnDelete:
+		if last != nil && !last.present {
+			c.blame(n.Handler, key)
+			c.fail(spec.InformerSubsequence, nil, []string{key}, "handler %d got a second OnDelete of %q", n.Handler, key)
+		}
+		if n.Old != nil && !n.Tombstone {
+			// A delete from a watch carries the resourceVersion of the deletion.
+			if objs := c.h.Objects(key, n.Old.ResourceVersion); len(objs) > 0 && objs[0].Key == key {
+				c.blame(n.Handler, key)
+				c.fail(spec.InformerSubsequence, []int64{n.Old.ResourceVersion}, []string{key},
+					"handler %d got OnDelete of %q at resourceVersion %d, where the key still exists", n.Handler, key, n.Old.ResourceVersion)
+			}
+		}
+		rv := int64(0)
+		if last != nil {
+			rv = last.obj.ResourceVersion
+		}
+		if n.Old != nil {
+			rv = max(rv, n.Old.ResourceVersion)
+		}
+		view[key] = &seen{obj: Object{Key: key, ResourceVersion: rv}, present: false, at: i}
+	}
+}
+
+// converges decides §5.2 InformerConverges (and names §5.3 RelistDeletes)
+// once writes stopped: the cache and every handler's view equal the store.
+// Keys of a handler already blamed for another fault are not compared again.
+func (c *informerCheck) converges() {
+	head := c.h.head()
+	want := map[string]Object{}
+	for _, o := range c.h.Objects(c.run.Prefix, head) {
+		want[o.Key] = o
+	}
+	cache := map[string]Object{}
+	for _, o := range c.run.Cache {
+		cache[o.Key] = o
+	}
+	if d := diffObjects(sortedMap(want), sortedMap(cache)); d != "" {
+		c.fail(spec.InformerConverges, []int64{head}, []string{c.run.Prefix}, "after writes stopped the informer's cache differs from the store at revision %d: %s", head, d)
+	}
+	for _, h := range c.order {
+		if c.faulty[h][""] {
+			continue // the whole handler is already blamed
+		}
+		got := map[string]Object{}
+		expect := map[string]Object{}
+		for k, o := range want {
+			if !c.faulty[h][k] {
+				expect[k] = o
+			}
+		}
+		for k, s := range c.views[h] {
+			if s.present && !c.faulty[h][k] {
+				got[k] = s.obj
+			}
+		}
+		for k, o := range got {
+			if _, ok := expect[k]; ok {
+				continue
+			}
+			if r := c.relistWithout(k, c.views[h][k].at); r >= 0 {
+				c.fail(spec.RelistDeletes, []int64{o.ResourceVersion}, []string{k},
+					"handler %d still holds %q: the relist at entry %d did not list it, yet no OnDelete followed (kubernetes#115620)", h, k, r)
+				delete(got, k)
+			}
+		}
+		if d := diffObjects(sortedMap(expect), sortedMap(got)); d != "" {
+			c.fail(spec.InformerConverges, []int64{head}, []string{c.run.Prefix}, "after writes stopped handler %d's view differs from the store at revision %d: %s", h, head, d)
+		}
+	}
+}
+
+// relistWithout returns the entry index of a relist after entry at that
+// did not list key, or −1.
+func (c *informerCheck) relistWithout(key string, at int) int {
+	for _, r := range c.relists {
+		if r.at > at && !r.keys[key] {
+			return r.at
+		}
+	}
+	return -1
+}
+
+func sortedMap(m map[string]Object) []Object {
+	out := make([]Object, 0, len(m))
+	for _, o := range m {
+		out = append(out, o)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out
+}
+
+// hasSynced decides §5.5 HasSyncedDelivered: once a handler's HasSynced
+// was observed true, no initial-list notification reaches it any more.
+func (c *informerCheck) hasSynced() {
+	for h, at := range c.synced {
+		if h < 0 {
+			continue
+		}
+		for _, i := range c.notes[h] {
+			if n := c.run.Entries[i].Notification; i > at && n.InInitialList {
+				c.fail(spec.HasSyncedDelivered, nil, []string{n.Key()},
+					"handler %d reported HasSynced at entry %d, but its initial-list OnAdd of %q came later, at entry %d", h, at, n.Key(), i)
+				break
+			}
+		}
+	}
+}
+
+// lateHandlers decides §5.4 LateHandler: a handler added after the start
+// first gets the cache's contents as initial-list adds, then exactly the
+// notifications the first handler got from that point on.
+func (c *informerCheck) lateHandlers() {
+	if len(c.order) == 0 {
+		return
+	}
+	ref := c.order[0]
+	refNotes := c.notifications(ref)
+	for _, h := range c.order[1:] {
+		if c.joined[h] < c.started || c.started < 0 || len(c.faulty[ref]) > 0 || len(c.faulty[h]) > 0 {
+			continue // before the start, or its notifications are already blamed
+		}
+		notes := c.notifications(h)
+		k := 0
+		initial := map[string]Object{}
+		for k < len(notes) && notes[k].InInitialList {
+			initial[notes[k].New.Key] = *notes[k].New
+			k++
+		}
+		if !c.suffixMatches(refNotes, initial, notes[k:]) {
+			c.blame(h, "")
+			c.fail(spec.LateHandler, nil, nil,
+				"handler %d, added after the start, did not get the cache's contents followed by the same notifications as handler %d", h, ref)
+		}
+	}
+}
+
+func (c *informerCheck) notifications(h int) []Notification {
+	var out []Notification
+	for _, i := range c.notes[h] {
+		out = append(out, *c.run.Entries[i].Notification)
+	}
+	return out
+}
+
+// suffixMatches reports whether some prefix of ref leaves a view equal to
+// initial, and the rest of ref equals rest (by type, key and resourceVersion).
+func (c *informerCheck) suffixMatches(ref []Notification, initial map[string]Object, rest []Notification) bool {
+	view := map[string]Object{}
+	for k := 0; k <= len(ref); k++ {
+		if k > 0 {
+			n := ref[k-1]
+			if n.Type == OnDelete {
+				delete(view, n.Key())
+			} else {
+				view[n.Key()] = *n.New
+			}
+		}
+		if len(view) != len(initial) || diffObjects(sortedMap(view), sortedMap(initial)) != "" {
+			continue
+		}
+		if sameNotifications(ref[k:], rest) {
+			return true
+		}
+	}
+	return false
+}
+
+func sameNotifications(a, b []Notification) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Type != b[i].Type || a[i].Key() != b[i].Key() {
+			return false
+		}
+		if (a[i].New == nil) != (b[i].New == nil) || a[i].New != nil && *a[i].New != *b[i].New {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,319 @@
+package k8s_test
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/watchspec/watchspec/model/k8s"
+	"github.com/watchspec/watchspec/model/kv"
+	"github.com/watchspec/watchspec/model/spec"
+)
+
+var pods = k8s.GVR{Version: "v1", Resource: "pods"}
+var prefix = pods.Prefix("default")
+
+func TestKeys(t *testing.T) {
+	require.Equal(t, "/registry/pods/default/web", pods.Key("default", "web"))
+	require.Equal(t, "/registry/apps/deployments/", k8s.GVR{Group: "apps", Version: "v1", Resource: "deployments"}.Prefix(""))
+	require.Equal(t, "web", k8s.Object{Key: pods.Key("default", "web")}.Name())
+	for s, ok := range map[string]bool{"": true, "0": true, "12": true, "012": false, "-1": false, "x": false} {
+		_, got := k8s.ParseRV(s)
+		require.Equal(t, ok, got, "ParseRV(%q)", s)
+	}
+}
+
+// SPEC §4: the list semantics table.
+func TestListSemantic(t *testing.T) {
+	for _, tc := range []struct {
+		o    k8s.ListOptions
+		want k8s.Semantic
+		rv   int64
+		err  bool
+	}{
+		{o: k8s.ListOptions{}, want: k8s.MostRecent},
+		{o: k8s.ListOptions{ResourceVersion: "0"}, want: k8s.Any},
+		{o: k8s.ListOptions{ResourceVersion: "7"}, want: k8s.NotOlderThan, rv: 7},
+		{o: k8s.ListOptions{ResourceVersion: "7", Limit: 5}, want: k8s.Exact, rv: 7},
+		{o: k8s.ListOptions{ResourceVersion: "0", Limit: 5}, want: k8s.Any},
+		{o: k8s.ListOptions{Limit: 5}, want: k8s.MostRecent},
+		{o: k8s.ListOptions{Continue: "tok"}, want: k8s.Continuation},
+		{o: k8s.ListOptions{ResourceVersion: "7", Continue: "tok"}, err: true},
+		{o: k8s.ListOptions{ResourceVersion: "7", ResourceVersionMatch: "Exact"}, want: k8s.Exact, rv: 7},
+		{o: k8s.ListOptions{ResourceVersion: "7", ResourceVersionMatch: "NotOlderThan", Limit: 5}, want: k8s.NotOlderThan, rv: 7},
+		{o: k8s.ListOptions{ResourceVersion: "0", ResourceVersionMatch: "NotOlderThan"}, want: k8s.Any},
+		{o: k8s.ListOptions{ResourceVersion: "0", ResourceVersionMatch: "Exact"}, err: true},
+		{o: k8s.ListOptions{ResourceVersionMatch: "Exact"}, err: true},
+		{o: k8s.ListOptions{ResourceVersion: "7", ResourceVersionMatch: "Newest"}, err: true},
+		{o: k8s.ListOptions{ResourceVersion: "7", ResourceVersionMatch: "Exact", Continue: "tok"}, err: true},
+		{o: k8s.ListOptions{ResourceVersion: "abc"}, err: true},
+	} {
+		got, rv, err := k8s.ListSemantic(tc.o)
+		if tc.err {
+			require.ErrorIs(t, err, k8s.ErrInvalid, "%+v", tc.o)
+			continue
+		}
+		require.NoError(t, err, "%+v", tc.o)
+		require.Equal(t, tc.want, got, "%+v", tc.o)
+		require.Equal(t, tc.rv, rv, "%+v", tc.o)
+	}
+}
+
+// SPEC §4: the watch semantics table.
+func TestWatchSemantic(t *testing.T) {
+	yes, no := true, false
+	for _, tc := range []struct {
+		o    k8s.WatchOptions
+		want k8s.WatchStart
+		err  bool
+	}{
+		{o: k8s.WatchOptions{}, want: k8s.WatchStart{InitialState: true, Semantic: k8s.Any}},
+		{o: k8s.WatchOptions{ResourceVersion: "0"}, want: k8s.WatchStart{InitialState: true, Semantic: k8s.Any}},
+		{o: k8s.WatchOptions{ResourceVersion: "9"}, want: k8s.WatchStart{Semantic: k8s.Exact, From: 9}},
+		{o: k8s.WatchOptions{SendInitialEvents: &yes, ResourceVersionMatch: "NotOlderThan", AllowWatchBookmarks: true},
+			want: k8s.WatchStart{InitialState: true, Semantic: k8s.MostRecent, EndBookmark: true}},
+		{o: k8s.WatchOptions{ResourceVersion: "9", SendInitialEvents: &yes, ResourceVersionMatch: "NotOlderThan", AllowWatchBookmarks: true},
+			want: k8s.WatchStart{InitialState: true, Semantic: k8s.NotOlderThan, From: 9, EndBookmark: true}},
+		{o: k8s.WatchOptions{ResourceVersion: "9", SendInitialEvents: &no, ResourceVersionMatch: "NotOlderThan"},
+			want: k8s.WatchStart{Semantic: k8s.Exact, From: 9}},
+		{o: k8s.WatchOptions{SendInitialEvents: &yes}, err: true},
+		{o: k8s.WatchOptions{ResourceVersionMatch: "NotOlderThan"}, err: true},
+	} {
+		got, err := k8s.WatchSemantic(tc.o)
+		if tc.err {
+			require.ErrorIs(t, err, k8s.ErrInvalid, "%+v", tc.o)
+			continue
+		}
+		require.NoError(t, err)
+		require.Equal(t, tc.want, got, "%+v", tc.o)
+	}
+}
+
+// store builds a history: a (rev 2), b (3), a updated (4), c (5), b deleted (6), compacted at 4.
+func store(t *testing.T) (k8s.History, kv.State) {
+	var s kv.State
+	for _, r := range []kv.Request{
+		{Put: &kv.PutRequest{Key: prefix + "a", Value: "a1"}},
+		{Put: &kv.PutRequest{Key: prefix + "b", Value: "b1"}},
+		{Put: &kv.PutRequest{Key: prefix + "a", Value: "a2"}},
+		{Put: &kv.PutRequest{Key: prefix + "c", Value: "c1"}},
+		{Delete: &kv.DeleteRequest{Key: prefix + "b"}},
+		{Compact: &kv.CompactRequest{Revision: 4}},
+	} {
+		var resp kv.Response
+		s, resp = kv.Step(s, r)
+		require.NoError(t, resp.Err)
+	}
+	h, err := k8s.NewHistory(s.History())
+	require.NoError(t, err)
+	return h, s
+}
+
+func objs(h k8s.History, rev int64) []k8s.Object { return h.Objects(prefix, rev) }
+
+func props(vs []spec.Violation) []spec.Property {
+	var ps []spec.Property
+	for _, v := range vs {
+		if !slices.Contains(ps, v.Property) {
+			ps = append(ps, v.Property)
+		}
+	}
+	return ps
+}
+
+// SPEC §4.1 ListResourceVersion, §4.2 ListSnapshot, §4.5 Expired.
+func TestCheckList(t *testing.T) {
+	h, _ := store(t)
+	ok := func(rv int64) k8s.ListResult { return k8s.ListResult{ResourceVersion: rv, Items: objs(h, rv)} }
+	gone := k8s.ListResult{Status: &k8s.Status{Code: k8s.StatusGone, Reason: "Expired"}}
+	for _, tc := range []struct {
+		name string
+		call k8s.ListCall
+		want []spec.Property
+	}{
+		{"consistent", k8s.ListCall{Before: 6, After: 6, Result: ok(6)}, nil},
+		{"consistent but stale", k8s.ListCall{Before: 6, After: 6, Result: ok(5)}, []spec.Property{spec.ListResourceVersion}},
+		{"any may be stale", k8s.ListCall{Options: k8s.ListOptions{ResourceVersion: "0"}, Before: 6, After: 6, Result: ok(4)}, nil},
+		{"from the future", k8s.ListCall{Options: k8s.ListOptions{ResourceVersion: "0"}, Before: 6, After: 6, Result: ok(7)}, []spec.Property{spec.ListResourceVersion}},
+		{"not older than", k8s.ListCall{Options: k8s.ListOptions{ResourceVersion: "5"}, Before: 6, After: 6, Result: ok(6)}, nil},
+		{"older than asked", k8s.ListCall{Options: k8s.ListOptions{ResourceVersion: "5"}, Before: 6, After: 6, Result: ok(4)}, []spec.Property{spec.ListResourceVersion}},
+		{"exact", k8s.ListCall{Options: k8s.ListOptions{ResourceVersion: "5", ResourceVersionMatch: "Exact"}, Before: 6, After: 6, Result: ok(5)}, nil},
+		{"not exact", k8s.ListCall{Options: k8s.ListOptions{ResourceVersion: "5", ResourceVersionMatch: "Exact"}, Before: 6, After: 6, Result: ok(6)}, []spec.Property{spec.ListResourceVersion}},
+		{"wrong items", k8s.ListCall{Before: 6, After: 6, Result: k8s.ListResult{ResourceVersion: 6, Items: objs(h, 3)}}, []spec.Property{spec.ListSnapshot}},
+		{"exact of compacted history is gone", k8s.ListCall{Options: k8s.ListOptions{ResourceVersion: "3", ResourceVersionMatch: "Exact"}, Before: 6, After: 6, Result: gone}, nil},
+		{"exact of compacted history served", k8s.ListCall{Options: k8s.ListOptions{ResourceVersion: "3", ResourceVersionMatch: "Exact"}, Before: 6, After: 6, Result: ok(3)}, []spec.Property{spec.Expired}},
+		{"gone without compaction", k8s.ListCall{Options: k8s.ListOptions{ResourceVersion: "5", ResourceVersionMatch: "Exact"}, Before: 6, After: 6, Result: gone}, []spec.Property{spec.Expired}},
+		{"consistent list is never gone", k8s.ListCall{Before: 6, After: 6, Result: gone}, []spec.Property{spec.Expired}},
+		{"invalid options answered 400", k8s.ListCall{Options: k8s.ListOptions{ResourceVersionMatch: "Exact"}, Result: k8s.ListResult{Status: &k8s.Status{Code: k8s.StatusBadRequest}}}, nil},
+		{"invalid options served", k8s.ListCall{Options: k8s.ListOptions{ResourceVersionMatch: "Exact"}, Result: ok(6)}, []spec.Property{spec.ListResourceVersion}},
+		{"first page", k8s.ListCall{Options: k8s.ListOptions{Limit: 1}, Before: 6, After: 6,
+			Result: k8s.ListResult{ResourceVersion: 6, Items: objs(h, 6)[:1], Continue: prefix + "a"}}, nil},
+		{"page too long", k8s.ListCall{Options: k8s.ListOptions{Limit: 1}, Before: 6, After: 6,
+			Result: k8s.ListResult{ResourceVersion: 6, Items: objs(h, 3), Continue: "x"}}, []spec.Property{spec.ListSnapshot}},
+		{"continuation", k8s.ListCall{Options: k8s.ListOptions{Continue: prefix + "a", Limit: 1}, Before: 6, After: 6,
+			First: &k8s.ListResult{ResourceVersion: 6}, Result: k8s.ListResult{ResourceVersion: 6, Items: objs(h, 6)[1:]}}, nil},
+		{"continuation at another revision", k8s.ListCall{Options: k8s.ListOptions{Continue: prefix + "a", Limit: 1}, Before: 6, After: 6,
+			First: &k8s.ListResult{ResourceVersion: 5}, Result: k8s.ListResult{ResourceVersion: 6, Items: objs(h, 6)[1:]}}, []spec.Property{spec.ListResourceVersion}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.call.Prefix = prefix
+			require.Equal(t, tc.want, props(k8s.CheckList(h, tc.call)), "%v", k8s.CheckList(h, tc.call))
+		})
+	}
+}
+
+func added(o k8s.Object) k8s.WatchEvent    { return k8s.WatchEvent{Type: k8s.Added, Object: o} }
+func modified(o k8s.Object) k8s.WatchEvent { return k8s.WatchEvent{Type: k8s.Modified, Object: o} }
+func bookmark(rv int64, end bool) k8s.WatchEvent {
+	return k8s.WatchEvent{Type: k8s.Bookmark, Object: k8s.Object{ResourceVersion: rv}, InitialEventsEnd: end}
+}
+
+// SPEC §4.3 WatchStart, §4.4 InitialEventsEnd, §4.5 Expired; regression
+// for kubernetes#73845 (the watch cache went back in time).
+func TestCheckWatch(t *testing.T) {
+	h, s := store(t)
+	at := func(key string, rev int64) k8s.Object {
+		kv, _ := s.Get(prefix+key, rev)
+		return k8s.FromKV(kv)
+	}
+	deleted := k8s.WatchEvent{Type: k8s.Deleted, Object: k8s.Object{Key: prefix + "b", Value: "b1", ResourceVersion: 6, UID: 3}}
+	yes := true
+	watchList := k8s.WatchOptions{SendInitialEvents: &yes, ResourceVersionMatch: "NotOlderThan", AllowWatchBookmarks: true}
+	for _, tc := range []struct {
+		name string
+		call k8s.WatchCall
+		want []spec.Property
+	}{
+		{"from a revision", k8s.WatchCall{Options: k8s.WatchOptions{ResourceVersion: "4"}, Before: 6, After: 6,
+			Events: []k8s.WatchEvent{added(at("c", 5)), deleted}}, nil},
+		{"skips a change", k8s.WatchCall{Options: k8s.WatchOptions{ResourceVersion: "4"}, Before: 6, After: 6,
+			Events: []k8s.WatchEvent{deleted}}, []spec.Property{spec.Resumable}},
+		{"goes back in time", k8s.WatchCall{Options: k8s.WatchOptions{ResourceVersion: "4"}, Before: 6, After: 6,
+			Events: []k8s.WatchEvent{added(at("c", 5)), deleted, added(at("c", 5))}}, []spec.Property{spec.Ordered}},
+		{"MODIFIED for a creation", k8s.WatchCall{Options: k8s.WatchOptions{ResourceVersion: "4"}, Before: 6, After: 6,
+			Events: []k8s.WatchEvent{modified(at("c", 5))}}, []spec.Property{spec.IsCreate}},
+		{"state at any revision", k8s.WatchCall{Options: k8s.WatchOptions{ResourceVersion: "0"}, Before: 6, After: 6,
+			Events: []k8s.WatchEvent{added(at("a", 4)), added(at("b", 4)), added(at("c", 5)), deleted}}, nil},
+		{"a state that never was", k8s.WatchCall{Options: k8s.WatchOptions{ResourceVersion: "0"}, Before: 6, After: 6,
+			Events: []k8s.WatchEvent{added(at("a", 2)), added(at("c", 5))}}, []spec.Property{spec.WatchStart}},
+		{"watch list", k8s.WatchCall{Options: watchList, Before: 6, After: 6,
+			Events: []k8s.WatchEvent{added(at("a", 6)), added(at("c", 6)), bookmark(6, true)}}, nil},
+		{"watch list stale", k8s.WatchCall{Options: watchList, Before: 6, After: 6,
+			Events: []k8s.WatchEvent{added(at("a", 5)), added(at("b", 5)), added(at("c", 5)), bookmark(5, true)}}, []spec.Property{spec.WatchStart}},
+		{"watch list unsorted", k8s.WatchCall{Options: watchList, Before: 6, After: 6,
+			Events: []k8s.WatchEvent{added(at("c", 6)), added(at("a", 6)), bookmark(6, true)}}, []spec.Property{spec.InitialEventsEnd}},
+		{"watch list without its bookmark", k8s.WatchCall{Options: watchList, Before: 6, After: 6,
+			Events: []k8s.WatchEvent{added(at("a", 6)), added(at("c", 6)), bookmark(6, false)}}, []spec.Property{spec.InitialEventsEnd}},
+		{"gone for an old revision", k8s.WatchCall{Options: k8s.WatchOptions{ResourceVersion: "2"}, Before: 6, After: 6,
+			Status: &k8s.Status{Code: k8s.StatusGone}}, nil},
+		{"gone for the present", k8s.WatchCall{Options: k8s.WatchOptions{ResourceVersion: "6"}, Before: 6, After: 6,
+			Status: &k8s.Status{Code: k8s.StatusGone}}, []spec.Property{spec.Expired}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.call.Prefix = prefix
+			require.Equal(t, tc.want, props(k8s.CheckWatch(h, tc.call)), "%v", k8s.CheckWatch(h, tc.call))
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// validRun is an informer run over store(t): started at revision 6, a first
+// list at 6, one handler from the start and one added later, a watch
+// delivering nothing, then quiescence.
+func validRun(h k8s.History) k8s.Run {
+	a, c := objs(h, 6)[0], objs(h, 6)[1]
+	run := k8s.Run{Prefix: prefix, Cache: []k8s.Object{a, c},
+		Lists: []k8s.ListCall{{Prefix: prefix, Before: 6, After: 6, Result: k8s.ListResult{ResourceVersion: 6, Items: []k8s.Object{a, c}}}}}
+	run.Entries = []k8s.Entry{
+		{HandlerAdded: ptr(0)},
+		{Start: &k8s.StartEntry{Revision: 6}},
+		{List: ptr(0)},
+		{Notification: &k8s.Notification{Handler: 0, Type: k8s.OnAdd, New: &a, InInitialList: true}},
+		{Notification: &k8s.Notification{Handler: 0, Type: k8s.OnAdd, New: &c, InInitialList: true}},
+		{HasSynced: ptr(0)},
+		{SyncedRV: ptr(int64(6))},
+		{HandlerAdded: ptr(1)},
+		{Notification: &k8s.Notification{Handler: 1, Type: k8s.OnAdd, New: &a, InInitialList: true}},
+		{Notification: &k8s.Notification{Handler: 1, Type: k8s.OnAdd, New: &c, InInitialList: true}},
+		{HasSynced: ptr(1)},
+		{Quiesced: true},
+	}
+	return run
+}
+
+// SPEC §5: a valid informer run passes; each mutated run is rejected naming
+// exactly its rule.
+func TestCheckInformer(t *testing.T) {
+	h, s := store(t)
+	require.Empty(t, k8s.CheckInformer(h, validRun(h)))
+	b3 := func() k8s.Object { kv, _ := s.Get(prefix+"b", 3); return k8s.FromKV(kv) }()
+	a2 := func() k8s.Object { kv, _ := s.Get(prefix+"a", 2); return k8s.FromKV(kv) }()
+	insert := func(run k8s.Run, at int, es ...k8s.Entry) k8s.Run {
+		run.Entries = slices.Insert(slices.Clone(run.Entries), at, es...)
+		return run
+	}
+	for _, tc := range []struct {
+		name string
+		run  func(k8s.Run) k8s.Run
+		want spec.Property
+	}{
+		{"a state that never was", func(r k8s.Run) k8s.Run {
+			bad := k8s.Object{Key: prefix + "a", Value: "forged", ResourceVersion: 4, UID: 2}
+			return insert(r, 11, k8s.Entry{Notification: &k8s.Notification{Handler: 0, Type: k8s.OnUpdate, Old: &bad, New: &bad}})
+		}, spec.InformerSubsequence},
+		{"back in time", func(r k8s.Run) k8s.Run {
+			return insert(r, 11, k8s.Entry{Notification: &k8s.Notification{Handler: 0, Type: k8s.OnUpdate, New: &a2}})
+		}, spec.InformerSubsequence},
+		{"missed add (kubernetes#83810)", func(r k8s.Run) k8s.Run {
+			r.Cache = r.Cache[:1]
+			r.Entries = slices.Delete(slices.Clone(r.Entries), 4, 5)
+			r.Entries = slices.Delete(r.Entries, 8, 9)
+			return r
+		}, spec.InformerConverges},
+		{"no tombstone on relist (kubernetes#115620)", func(r k8s.Run) k8s.Run {
+			r.Lists = append(slices.Clone(r.Lists), k8s.ListCall{Prefix: prefix, Before: 6, After: 6, Result: r.Lists[0].Result})
+			return insert(r, 11,
+				k8s.Entry{Notification: &k8s.Notification{Handler: 0, Type: k8s.OnAdd, New: &b3}},
+				k8s.Entry{Notification: &k8s.Notification{Handler: 1, Type: k8s.OnAdd, New: &b3}},
+				k8s.Entry{List: ptr(1)})
+		}, spec.RelistDeletes},
+		{"late handler misses the cache", func(r k8s.Run) k8s.Run {
+			r.Entries = slices.Delete(slices.Clone(r.Entries), 9, 10)
+			return r
+		}, spec.LateHandler},
+		{"synced before its initial adds", func(r k8s.Run) k8s.Run {
+			e := slices.Clone(r.Entries)
+			e[4], e[5] = e[5], e[4]
+			r.Entries = e
+			return r
+		}, spec.HasSyncedDelivered},
+		{"resourceVersion from a synthetic ADDED (kubernetes#136583)", func(r k8s.Run) k8s.Run {
+			r.Watches = []k8s.WatchCall{{Prefix: prefix, Options: k8s.WatchOptions{ResourceVersion: "0"}, Before: 6, After: 6,
+				Events: []k8s.WatchEvent{added(objs(h, 5)[0]), added(objs(h, 5)[1]), added(objs(h, 5)[2])}}}
+			return insert(r, 7, k8s.Entry{SyncedRV: ptr(int64(3))})
+		}, spec.SyncedRVMonotonic},
+		{"same resourceVersion without resync", func(r k8s.Run) k8s.Run {
+			a := objs(h, 6)[0]
+			return insert(r, 11, k8s.Entry{Notification: &k8s.Notification{Handler: 0, Type: k8s.OnUpdate, Old: &a, New: &a}})
+		}, spec.SameRVUpdate},
+		{"stale first list (kubernetes#59848)", func(r k8s.Run) k8s.Run {
+			r.Entries = slices.Clone(r.Entries)
+			r.Entries[1] = k8s.Entry{Start: &k8s.StartEntry{Revision: 7}}
+			return r
+		}, spec.FreshStart},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vs := k8s.CheckInformer(h, tc.run(validRun(h)))
+			require.Equal(t, []spec.Property{tc.want}, props(vs), "%v", vs)
+		})
+	}
+	// A resync makes a same-resourceVersion update legal.
+	a := objs(h, 6)[0]
+	run := validRun(h)
+	run.Entries = slices.Insert(run.Entries, 11, k8s.Entry{Resync: true},
+		k8s.Entry{Notification: &k8s.Notification{Handler: 0, Type: k8s.OnUpdate, Old: &a, New: &a}},
+		k8s.Entry{Notification: &k8s.Notification{Handler: 1, Type: k8s.OnUpdate, Old: &a, New: &a}})
+	require.Empty(t, k8s.CheckInformer(h, run))
+}
