@@ -28,6 +28,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
+	"github.com/watchspec/watchspec/model/k8s"
 	"github.com/watchspec/watchspec/model/kv"
 	"github.com/watchspec/watchspec/model/spec"
 	"github.com/watchspec/watchspec/model/watch"
@@ -144,6 +145,19 @@ func Check(t *traces.Trace, opts Options) (*Result, error) {
 	}
 	progress("%s: validating %d watches (%d responses)", t.Name, len(t.Watches), res.WatchResponses)
 	res.validateWatches(t, final)
+	if t.K8s != nil {
+		progress("%s: checking the informer run (%d entries)", t.Name, len(t.K8s.Entries))
+		h, err := k8s.NewHistory(res.History)
+		if err != nil {
+			return nil, err
+		}
+		for _, v := range k8s.CheckInformer(h, *t.K8s) {
+			res.Violations = append(res.Violations, Violation{Violation: v, Where: "informer run"})
+		}
+		for p, n := range k8s.Checks(*t.K8s) {
+			res.Checks[p] += n
+		}
+	}
 	return res, nil
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/watchspec/watchspec/internal/corpus"
 	"github.com/watchspec/watchspec/internal/etcdtest"
 	"github.com/watchspec/watchspec/linearizability"
+	"github.com/watchspec/watchspec/model/k8s"
 	"github.com/watchspec/watchspec/model/kv"
 	"github.com/watchspec/watchspec/model/spec"
 	"github.com/watchspec/watchspec/model/watch"
@@ -269,6 +270,7 @@ func generateBugTraces(t *testing.T) {
 		b.recv(w, watch.Response{Revision: 3})
 		b.write(t, "etcd-20221-progress-below-future-start.ndjson")
 	}
+	k8sBugTraces(t)
 	{ // A stale read: a read after a completed write misses it (the shape of
 		// etcd#20418, serializable reads after a process pause).
 		b := newBuilder("stale-read", "a stale read (etcd#20418)")
@@ -322,5 +324,145 @@ func TestCorpusTableIsSorted(t *testing.T) {
 	}
 	if !sort.StringsAreSorted(names) {
 		t.Errorf("docs/CORPUS.md lists the traces out of order: %v", names)
+	}
+}
+
+// obj returns the stored object key at revision rev (0: now).
+func (b *builder) obj(key string, rev int64) k8s.Object {
+	kv, _ := b.s.Get(key, rev)
+	return k8s.FromKV(kv)
+}
+
+func (b *builder) objs(prefix string, rev int64) []k8s.Object {
+	var out []k8s.Object
+	for _, k := range b.s.Snapshot(prefix, kv.PrefixEnd(prefix), rev) {
+		out = append(out, k8s.FromKV(k))
+	}
+	return out
+}
+
+// informer helpers: entries of the trace's informer run.
+func (b *builder) run() *k8s.Run {
+	if b.t.K8s == nil {
+		b.t.K8s = &k8s.Run{}
+	}
+	return b.t.K8s
+}
+
+func (b *builder) entry(e k8s.Entry) { b.run().Entries = append(b.run().Entries, e) }
+
+func (b *builder) list(prefix string, opts k8s.ListOptions, rv int64) []k8s.Object {
+	items := b.objs(prefix, rv)
+	r := b.run()
+	r.Lists = append(r.Lists, k8s.ListCall{Prefix: prefix, Options: opts, Before: b.s.Revision(), After: b.s.Revision(),
+		Result: k8s.ListResult{ResourceVersion: rv, Items: items}})
+	i := len(r.Lists) - 1
+	b.entry(k8s.Entry{List: &i})
+	return items
+}
+
+func (b *builder) notify(n k8s.Notification) { b.entry(k8s.Entry{Notification: &n}) }
+
+func ptrTo[T any](v T) *T { return &v }
+
+// k8sBugTraces writes the reconstructed Kubernetes bugs: informer runs over
+// a store whose history the trace's writes give.
+func k8sBugTraces(t *testing.T) {
+	pods := k8s.GVR{Version: "v1", Resource: "pods"}
+	prefix := pods.Prefix("default")
+	start := func(name, issue string) *builder {
+		b := newBuilder(name, issue)
+		b.t.Header.System = "client-go informer (reconstructed symptom of " + issue + ")"
+		b.put(1, pods.Key("default", "web-0"), "v1")
+		b.entry(k8s.Entry{HandlerAdded: ptrTo(0)})
+		b.entry(k8s.Entry{Start: &k8s.StartEntry{Revision: b.s.Revision()}})
+		return b
+	}
+	initial := func(b *builder, items []k8s.Object) {
+		for _, o := range items {
+			b.notify(k8s.Notification{Handler: 0, Type: k8s.OnAdd, New: ptrTo(o), InInitialList: true})
+		}
+		b.entry(k8s.Entry{HasSynced: ptrTo(0)})
+	}
+	finish := func(b *builder, t *testing.T, file string, cache []k8s.Object) {
+		b.entry(k8s.Entry{Quiesced: true})
+		b.run().Prefix, b.run().Cache = prefix, cache
+		b.write(t, file)
+	}
+	{ // kubernetes#115620 (issue #115658): an object created and deleted
+		// while the informer was disconnected, its ADDED still queued, was
+		// not deleted by the relist and leaked.
+		b := start("kubernetes-115620", "kubernetes#115620")
+		initial(b, b.list(prefix, k8s.ListOptions{}, b.s.Revision()))
+		b.put(1, pods.Key("default", "tmp"), "t1")
+		tmp := b.obj(pods.Key("default", "tmp"), 0)
+		b.op(1, kv.Request{Delete: &kv.DeleteRequest{Key: pods.Key("default", "tmp")}})
+		b.notify(k8s.Notification{Handler: 0, Type: k8s.OnAdd, New: &tmp})
+		relisted := b.list(prefix, k8s.ListOptions{ResourceVersion: k8s.RV(b.s.Revision())}, b.s.Revision())
+		finish(b, t, "kubernetes-115620-relist-leaks-object.ndjson", append(relisted, tmp))
+	}
+	{ // kubernetes#83810: an Add after a delete and re-create during a
+		// disconnection was never delivered.
+		b := start("kubernetes-83810", "kubernetes#83810")
+		initial(b, b.list(prefix, k8s.ListOptions{}, b.s.Revision()))
+		web := b.obj(pods.Key("default", "web-0"), 0)
+		b.op(1, kv.Request{Delete: &kv.DeleteRequest{Key: pods.Key("default", "web-0")}})
+		b.put(1, pods.Key("default", "web-0"), "v2")
+		relisted := b.list(prefix, k8s.ListOptions{ResourceVersion: k8s.RV(b.s.Revision())}, b.s.Revision())
+		b.notify(k8s.Notification{Handler: 0, Type: k8s.OnDelete, Old: &web, Tombstone: true})
+		finish(b, t, "kubernetes-83810-add-after-recreate-lost.ndjson", relisted)
+	}
+	{ // kubernetes#73845: the watch cache delivered an event older than one
+		// it had already delivered (buffered events after the initial ones).
+		b := start("kubernetes-73845", "kubernetes#73845")
+		items := b.list(prefix, k8s.ListOptions{}, b.s.Revision())
+		initial(b, items)
+		from := b.s.Revision()
+		b.put(1, pods.Key("default", "web-0"), "v2")
+		v2 := b.obj(pods.Key("default", "web-0"), 0)
+		b.put(1, pods.Key("default", "web-0"), "v3")
+		v3 := b.obj(pods.Key("default", "web-0"), 0)
+		r := b.run()
+		r.Watches = append(r.Watches, k8s.WatchCall{Prefix: prefix, Options: k8s.WatchOptions{ResourceVersion: k8s.RV(from)}, Before: from, After: b.s.Revision()})
+		for _, o := range []k8s.Object{v2, v3, v2} {
+			ev := k8s.WatchEvent{Type: k8s.Modified, Object: o}
+			r.Watches[0].Events = append(r.Watches[0].Events, ev)
+			b.entry(k8s.Entry{WatchEvent: &k8s.WatchEventEntry{Watch: 0, Event: ev}})
+		}
+		b.notify(k8s.Notification{Handler: 0, Type: k8s.OnUpdate, Old: &items[0], New: &v2})
+		b.notify(k8s.Notification{Handler: 0, Type: k8s.OnUpdate, Old: &v2, New: &v3})
+		finish(b, t, "kubernetes-73845-watch-cache-back-in-time.ndjson", []k8s.Object{v3})
+	}
+	{ // kubernetes#136583: a WatchList broken during its initial events; the
+		// reflector had adopted the resourceVersion of a synthetic ADDED.
+		b := start("kubernetes-136583", "kubernetes#136583")
+		b.put(1, pods.Key("default", "web-1"), "v1")
+		b.put(1, pods.Key("default", "web-0"), "v2")
+		yes := true
+		r := b.run()
+		r.Watches = append(r.Watches, k8s.WatchCall{Prefix: prefix, Before: b.s.Revision(), After: b.s.Revision(),
+			Options: k8s.WatchOptions{SendInitialEvents: &yes, ResourceVersionMatch: "NotOlderThan", AllowWatchBookmarks: true}})
+		web1 := b.obj(pods.Key("default", "web-1"), 0)
+		ev := k8s.WatchEvent{Type: k8s.Added, Object: web1}
+		r.Watches[0].Events = append(r.Watches[0].Events, ev)
+		b.entry(k8s.Entry{WatchEvent: &k8s.WatchEventEntry{Watch: 0, Event: ev}})
+		b.entry(k8s.Entry{SyncedRV: ptrTo(web1.ResourceVersion)}) // adopted from the synthetic ADDED
+		items := b.list(prefix, k8s.ListOptions{}, b.s.Revision())
+		initial(b, items)
+		b.entry(k8s.Entry{SyncedRV: ptrTo(b.s.Revision())})
+		finish(b, t, "kubernetes-136583-rv-from-synthetic-added.ndjson", items)
+	}
+	{ // kubernetes#59848: a restarted informer's first list, at
+		// resourceVersion "0", came from a stale cache: back in time.
+		b := start("kubernetes-59848", "kubernetes#59848")
+		stale := b.s.Revision()
+		b.put(1, pods.Key("default", "web-0"), "v2")
+		b.run().Entries[1] = k8s.Entry{Start: &k8s.StartEntry{Revision: b.s.Revision()}}
+		items := b.list(prefix, k8s.ListOptions{ResourceVersion: "0"}, stale)
+		initial(b, items)
+		now := b.list(prefix, k8s.ListOptions{ResourceVersion: k8s.RV(stale)}, b.s.Revision())
+		web := b.obj(pods.Key("default", "web-0"), 0)
+		b.notify(k8s.Notification{Handler: 0, Type: k8s.OnUpdate, Old: &items[0], New: &web})
+		finish(b, t, "kubernetes-59848-first-list-goes-back-in-time.ndjson", now)
 	}
 }

@@ -290,10 +290,12 @@ func readRecord(t *Trace, watches map[[2]int]*Watch, line []byte, lineNo int) er
 			return errors.New(`an annotation needs a "tag"`)
 		}
 		t.Annotations = append(t.Annotations, a)
+	case "k8s_list", "k8s_watch", "k8s_watch_event", "k8s_watch_end", "informer", "informer_cache":
+		return readK8sRecord(t, head.Type, line)
 	case "":
-		return errors.New(`record without a "type" (op, watch, watch_response or annotation)`)
+		return errors.New(`record without a "type" (op, watch, watch_response, annotation, or a Kubernetes record)`)
 	default:
-		return fmt.Errorf("unknown record type %q (op, watch, watch_response or annotation)", head.Type)
+		return fmt.Errorf("unknown record type %q (op, watch, watch_response, annotation, k8s_list, k8s_watch, k8s_watch_event, k8s_watch_end, informer or informer_cache)", head.Type)
 	}
 	return nil
 }

@@ -30,6 +30,10 @@ func TestSchemaMatchesWireFormat(t *testing.T) {
 		"put_response": wirePutResp{}, "delete_response": wireDeleteResp{}, "response": wireResponse{},
 		"op": opRecord{}, "watch_request": wireWatchRequest{}, "watch": watchRecord{}, "event": wireEvent{},
 		"watch_response": watchResponseRecord{}, "annotation": annotationRecord{},
+		"object": wireObject{}, "status": wireStatus{}, "list_options": wireListOptions{}, "list_result": wireListResult{},
+		"k8s_list": k8sListRecord{}, "watch_options": wireWatchOptions{}, "k8s_watch": k8sWatchRecord{}, "k8s_event": wireK8sEvent{},
+		"k8s_watch_event": k8sWatchEventRecord{}, "k8s_watch_end": k8sWatchEndRecord{}, "notification": wireNotification{},
+		"informer_entry": wireInformerEntry{}, "informer": informerRecord{}, "informer_cache": informerCacheRecord{},
 	} {
 		d, ok := schema.Defs[def]
 		if !ok {

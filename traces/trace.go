@@ -16,6 +16,7 @@
 package traces
 
 import (
+	"github.com/watchspec/watchspec/model/k8s"
 	"github.com/watchspec/watchspec/model/kv"
 	"github.com/watchspec/watchspec/model/watch"
 )
@@ -61,6 +62,9 @@ type Trace struct {
 	Ops         []Op
 	Watches     []*Watch
 	Annotations []Annotation
+	// K8s is the informer run the trace's Kubernetes records describe,
+	// or nil.
+	K8s *k8s.Run
 }
 
 // Op is one client operation. Response is nil when the outcome is unknown

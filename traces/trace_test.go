@@ -9,6 +9,7 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/watchspec/watchspec/model/k8s"
 	"github.com/watchspec/watchspec/model/kv"
 	"github.com/watchspec/watchspec/model/watch"
 	"github.com/watchspec/watchspec/traces"
@@ -281,6 +282,115 @@ func FuzzRead(f *testing.F) {
 		clearLines(again)
 		if !sameTrace(tr, again) {
 			t.Fatalf("write/read changed an accepted trace")
+		}
+	})
+}
+
+func drawObject(t *rapid.T) k8s.Object {
+	return k8s.Object{Key: anyBytes.Draw(t, "okey"), Value: anyBytes.Draw(t, "oval"), ResourceVersion: rapid.Int64Range(1, 9).Draw(t, "orv"), UID: rapid.Int64Range(0, 9).Draw(t, "uid")}
+}
+
+func drawObjectPtr(t *rapid.T) *k8s.Object {
+	o := drawObject(t)
+	return &o
+}
+
+// drawRun draws an informer run whose entries are in a writable order.
+func drawRun(t *rapid.T) *k8s.Run {
+	run := &k8s.Run{Prefix: "/registry/pods/", Cache: rapid.SliceOfN(rapid.Custom(drawObject), 0, 3).Draw(t, "cache")}
+	for i := range rapid.IntRange(0, 6).Draw(t, "entries") {
+		var e k8s.Entry
+		switch rapid.IntRange(0, 8).Draw(t, "kind") {
+		case 0:
+			e.Start = &k8s.StartEntry{Revision: rapid.Int64Range(1, 9).Draw(t, "start")}
+		case 1:
+			h := rapid.IntRange(0, 3).Draw(t, "h")
+			e.HandlerAdded = &h
+		case 2:
+			n := k8s.Notification{Handler: rapid.IntRange(0, 3).Draw(t, "nh"), Type: rapid.SampledFrom([]k8s.NotificationType{k8s.OnAdd, k8s.OnUpdate, k8s.OnDelete}).Draw(t, "nt"),
+				InInitialList: rapid.Bool().Draw(t, "init"), Tombstone: rapid.Bool().Draw(t, "tomb")}
+			if n.Type != k8s.OnDelete || rapid.Bool().Draw(t, "newOnDelete") {
+				n.New = drawObjectPtr(t)
+			}
+			if n.Type == k8s.OnDelete && !n.Tombstone || rapid.Bool().Draw(t, "old") {
+				n.Old = drawObjectPtr(t)
+			}
+			e.Notification = &n
+		case 3:
+			h := rapid.IntRange(-1, 3).Draw(t, "synced")
+			e.HasSynced = &h
+		case 4:
+			rv := rapid.Int64Range(0, 9).Draw(t, "rv")
+			e.SyncedRV = &rv
+		case 5:
+			e.Resync = true
+		case 6:
+			e.Quiesced = true
+		case 7:
+			c := k8s.ListCall{Prefix: "/registry/pods/", Before: 2, After: 3, Options: k8s.ListOptions{ResourceVersion: rapid.SampledFrom([]string{"", "0", "5"}).Draw(t, "lrv"), Limit: rapid.Int64Range(0, 2).Draw(t, "limit")}}
+			if rapid.Bool().Draw(t, "gone") {
+				c.Result.Status = &k8s.Status{Code: 410, Reason: "Expired", Message: "too old"}
+			} else {
+				c.Result = k8s.ListResult{ResourceVersion: 3, Items: rapid.SliceOfN(rapid.Custom(drawObject), 0, 2).Draw(t, "items"), Continue: rapid.SampledFrom([]string{"", "tok"}).Draw(t, "cont")}
+			}
+			if len(run.Lists) > 0 && rapid.Bool().Draw(t, "continuation") {
+				first := run.Lists[0].Result
+				c.First = &first
+			}
+			run.Lists = append(run.Lists, c)
+			idx := len(run.Lists) - 1
+			e.List = &idx
+		default:
+			if len(run.Watches) == 0 || rapid.Bool().Draw(t, "newWatch") {
+				yes := rapid.Bool().Draw(t, "sie")
+				run.Watches = append(run.Watches, k8s.WatchCall{Prefix: "/registry/pods/", Before: 2, After: int64(i % 2 * 7),
+					Options: k8s.WatchOptions{ResourceVersion: "0", SendInitialEvents: &yes, AllowWatchBookmarks: true}})
+			}
+			w := len(run.Watches) - 1
+			ev := k8s.WatchEvent{Type: rapid.SampledFrom([]k8s.EventType{k8s.Added, k8s.Modified, k8s.Deleted, k8s.Bookmark}).Draw(t, "et"), Object: drawObject(t)}
+			if ev.Type == k8s.Bookmark {
+				ev.Object = k8s.Object{ResourceVersion: ev.Object.ResourceVersion}
+				ev.InitialEventsEnd = rapid.Bool().Draw(t, "end")
+			}
+			run.Watches[w].Events = append(run.Watches[w].Events, ev)
+			e.WatchEvent = &k8s.WatchEventEntry{Watch: w, Event: ev}
+		}
+		run.Entries = append(run.Entries, e)
+	}
+	return run
+}
+
+// normalize makes empty slices nil, as reading gives them.
+func normalize(run *k8s.Run) {
+	if len(run.Cache) == 0 {
+		run.Cache = nil
+	}
+	for i := range run.Lists {
+		if len(run.Lists[i].Result.Items) == 0 {
+			run.Lists[i].Result.Items = nil
+		}
+		if f := run.Lists[i].First; f != nil && len(f.Items) == 0 {
+			f.Items = nil
+		}
+	}
+}
+
+// TestK8sRoundTrip: an informer run reads back exactly as written.
+func TestK8sRoundTrip(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		tr := &traces.Trace{Name: "k8s", Header: traces.Header{Format: traces.Format, Version: traces.Version, System: "test", Start: "2026-11-29T21:00:00Z"},
+			K8s: drawRun(t)}
+		var buf bytes.Buffer
+		if err := traces.Write(&buf, tr); err != nil {
+			t.Fatal(err)
+		}
+		got, err := traces.Read(&buf, "k8s")
+		if err != nil {
+			t.Fatalf("reading back: %v\n%s", err, buf.String())
+		}
+		normalize(tr.K8s)
+		if !reflect.DeepEqual(tr.K8s, got.K8s) {
+			t.Fatalf("round trip changed the run:\nwrote %+v\nread  %+v\n%s", tr.K8s, got.K8s, buf.String())
 		}
 	})
 }

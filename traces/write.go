@@ -114,5 +114,8 @@ func Write(out io.Writer, t *Trace) error {
 	for _, a := range t.Annotations {
 		w.Annotation(a)
 	}
+	if t.K8s != nil {
+		writeK8s(w, t.K8s)
+	}
 	return w.Flush()
 }

@@ -314,9 +314,26 @@ func (c *informerCheck) converges() {
 	for _, o := range c.run.Cache {
 		cache[o.Key] = o
 	}
-	if d := diffObjects(sortedMap(want), sortedMap(cache)); d != "" {
-		c.fail(spec.InformerConverges, []int64{head}, []string{c.run.Prefix}, "after writes stopped the informer's cache differs from the store at revision %d: %s", head, d)
-	}
+	leaked := map[string]bool{} // keys a relist should have deleted, already reported
+	defer func() {
+		// The cache's leaks are the handlers' leaks: report them once.
+		for k, o := range cache {
+			if _, ok := want[k]; ok || leaked[k] {
+				continue
+			}
+			if r := c.relistWithout(k, c.lastSeen(k)); r >= 0 {
+				c.fail(spec.RelistDeletes, []int64{o.ResourceVersion}, []string{k},
+					"the informer's cache still holds %q: the relist at entry %d did not list it, yet it was not deleted (kubernetes#115620)", k, r)
+				leaked[k] = true
+			}
+		}
+		for k := range leaked {
+			delete(cache, k)
+		}
+		if d := diffObjects(sortedMap(want), sortedMap(cache)); d != "" {
+			c.fail(spec.InformerConverges, []int64{head}, []string{c.run.Prefix}, "after writes stopped the informer's cache differs from the store at revision %d: %s", head, d)
+		}
+	}()
 	for _, h := range c.order {
 		if c.faulty[h][""] {
 			continue // the whole handler is already blamed
@@ -341,12 +358,26 @@ func (c *informerCheck) converges() {
 				c.fail(spec.RelistDeletes, []int64{o.ResourceVersion}, []string{k},
 					"handler %d still holds %q: the relist at entry %d did not list it, yet no OnDelete followed (kubernetes#115620)", h, k, r)
 				delete(got, k)
+				leaked[k] = true
 			}
 		}
 		if d := diffObjects(sortedMap(expect), sortedMap(got)); d != "" {
 			c.fail(spec.InformerConverges, []int64{head}, []string{c.run.Prefix}, "after writes stopped handler %d's view differs from the store at revision %d: %s", h, head, d)
 		}
 	}
+}
+
+// lastSeen returns the entry index of the last notification about key.
+func (c *informerCheck) lastSeen(key string) int {
+	last := -1
+	for _, ns := range c.notes {
+		for _, i := range ns {
+			if c.run.Entries[i].Notification.Key() == key {
+				last = max(last, i)
+			}
+		}
+	}
+	return last
 }
 
 // relistWithout returns the entry index of a relist after entry at that
@@ -458,4 +489,39 @@ func sameNotifications(a, b []Notification) bool {
 		}
 	}
 	return true
+}
+
+// Checks counts how many times CheckInformer checks each property on run.
+func Checks(run Run) map[spec.Property]int {
+	c := map[spec.Property]int{
+		spec.ListResourceVersion: len(run.Lists), spec.ListSnapshot: len(run.Lists), spec.Expired: len(run.Lists) + len(run.Watches),
+		spec.WatchStart: len(run.Watches),
+	}
+	started := false
+	for _, e := range run.Entries {
+		switch {
+		case e.Start != nil:
+			started = true
+		case e.Notification != nil:
+			c[spec.InformerSubsequence]++
+			c[spec.SameRVUpdate]++
+		case e.HasSynced != nil:
+			c[spec.HasSyncedDelivered]++
+		case e.SyncedRV != nil:
+			c[spec.SyncedRVMonotonic]++
+		case e.Quiesced:
+			c[spec.InformerConverges]++
+			c[spec.RelistDeletes]++
+		case e.HandlerAdded != nil && started:
+			c[spec.LateHandler]++
+		case e.List != nil && c[spec.FreshStart] == 0:
+			c[spec.FreshStart]++
+		}
+	}
+	for _, w := range run.Watches {
+		if s, err := WatchSemantic(w.Options); err == nil && s.EndBookmark {
+			c[spec.InitialEventsEnd]++
+		}
+	}
+	return c
 }
