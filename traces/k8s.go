@@ -46,7 +46,7 @@ type (
 		Before  int64           `json:"before"`
 		After   int64           `json:"after"`
 		// FirstPage is the index (among k8s_list records) of a continuation's first page.
-		FirstPage *int           `json:"first_page,omitempty"`
+		FirstPage *int            `json:"first_page,omitempty"`
 		Result    *wireListResult `json:"result,omitempty"`
 		Status    *wireStatus     `json:"status,omitempty"`
 	}
