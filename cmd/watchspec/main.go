@@ -26,12 +26,13 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"spec":  {"print the numbered properties of docs/SPEC.md", runSpec},
-	"check": {"check recorded traces against the specification", runCheck},
+	"spec":    {"print the numbered properties of docs/SPEC.md", runSpec},
+	"check":   {"check recorded traces against the specification", runCheck},
+	"conform": {"run the conformance workload against an etcd-v3 endpoint and check it", runConform},
 }
 
 // order lists the subcommands in the order help shows them.
-var order = []string{"spec", "check"}
+var order = []string{"spec", "check", "conform"}
 
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
