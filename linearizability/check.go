@@ -79,6 +79,8 @@ type Result struct {
 	HTML string
 	// Ops, Watches and WatchResponses count what the trace held.
 	Ops, Watches, WatchResponses int
+	// Informer says the trace holds an informer run (docs/SPEC.md §4–§5).
+	Informer bool
 }
 
 // op is one operation prepared for checking.
@@ -102,7 +104,7 @@ func Check(t *traces.Trace, opts Options) (*Result, error) {
 	if progress == nil {
 		progress = func(string, ...any) {}
 	}
-	res := &Result{Trace: t.Name, Checks: map[spec.Property]int{}, Ops: len(t.Ops), Watches: len(t.Watches)}
+	res := &Result{Trace: t.Name, Checks: map[spec.Property]int{}, Ops: len(t.Ops), Watches: len(t.Watches), Informer: t.K8s != nil}
 	for _, w := range t.Watches {
 		res.WatchResponses += len(w.Responses)
 	}
@@ -284,6 +286,7 @@ func prepare(t *traces.Trace, seen map[[2]string][]int64) []*op {
 		}
 		ops = append(ops, p)
 	}
+	ops = resolveUnknown(t, ops)
 	// Bound the return of pinned writes: revision r existed once an operation
 	// that observed a revision ≥ r returned.
 	byRev := make([]*op, 0, len(ops))

@@ -13,6 +13,7 @@ import (
 
 	"github.com/watchspec/watchspec/model/kv"
 	"github.com/watchspec/watchspec/model/spec"
+	"github.com/watchspec/watchspec/model/watch"
 	"github.com/watchspec/watchspec/traces"
 )
 
@@ -201,5 +202,43 @@ func TestUnknownOutcome(t *testing.T) {
 		if err != nil || res.Verdict != Linearizable {
 			t.Errorf("%s: %v %v", tc.name, res.Verdict, err)
 		}
+	}
+}
+
+// Two writes of unknown outcome — a delete and a put — and one revision
+// between two known ones: every key-value response allows either to have
+// created it, but the watch delivered a DELETE there. The delete is pinned,
+// the put cannot have created that revision, and the watch passes. (The
+// shape of a run's end, where every in-flight request times out.) SPEC §2.7.
+func TestUnknownOutcomesFollowWatches(t *testing.T) {
+	var s kv.State
+	s, r1 := kv.Step(s, kv.Request{Put: &kv.PutRequest{Key: "b", Value: "1"}})
+	del := kv.Request{Delete: &kv.DeleteRequest{Key: "b"}}
+	s, _ = kv.Step(s, del) // revision 3: the delete happened
+	put := kv.Request{Put: &kv.PutRequest{Key: "a", Value: "never"}}
+	final := kv.Request{Put: &kv.PutRequest{Key: "z", Value: "final"}}
+	s, r4 := kv.Step(s, final)
+	h := s.History()
+	req := watch.Request{Key: "\x00", RangeEnd: "\x00", StartRevision: 1}
+	w := &traces.Watch{Client: 9, ID: 1, Request: req}
+	for i, r := range watch.Canonical(h, req, 1) {
+		w.Responses = append(w.Responses, traces.WatchResponse{Time: int64(100 + i), Response: r})
+	}
+	tr := &traces.Trace{Name: "unknown", Header: traces.Header{System: "test", UniqueValues: true}, Watches: []*traces.Watch{w},
+		Ops: []traces.Op{
+			{Client: 1, Call: 0, Return: 10, Request: kv.Request{Put: &kv.PutRequest{Key: "b", Value: "1"}}, Response: &r1},
+			{Client: 2, Call: 20, Return: 90, Request: put, Error: "context deadline exceeded"},
+			{Client: 3, Call: 20, Return: 90, Request: del, Error: "context deadline exceeded"},
+			{Client: 4, Call: 95, Return: 99, Request: final, Response: &r4},
+		}}
+	res, err := Check(tr, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Verdict != Linearizable || len(res.Violations) > 0 {
+		t.Fatalf("%s via %s: %v", res.Verdict, res.Method, res.Violations)
+	}
+	if c, _ := res.History.Commit(3); len(c.Events) != 1 || c.Events[0].Type != kv.Delete {
+		t.Fatalf("revision 3 of the history is %+v, not the delete the watch saw", c)
 	}
 }

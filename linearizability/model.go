@@ -20,6 +20,9 @@ type Output struct {
 	// was seen committed at (a watch delivered one of its unique values);
 	// 0 when nothing is known.
 	Pinned int64
+	// NotAt, for an unknown outcome, holds revisions the operation cannot
+	// have created: watches delivered other events there.
+	NotAt map[int64]bool
 }
 
 // States is a porcupine state: the set of model states the store may be in,
@@ -53,7 +56,8 @@ func newStates(ss []kv.State) States {
 //   - an unknown outcome pinned at revision r: the states in which the
 //     request wrote and its write became revision r;
 //   - an unknown outcome: every state unchanged, and every state with the
-//     request applied (if the model accepts it).
+//     request applied (if the model accepts it, and the revision it would
+//     create is not one the output rules out).
 //
 // It is pure: the input states are not modified.
 func Step(states States, req kv.Request, out Output) States {
@@ -71,7 +75,7 @@ func Step(states States, req kv.Request, out Output) States {
 			}
 		default:
 			next = append(next, s)
-			if resp.Err == nil {
+			if resp.Err == nil && !out.NotAt[applied.Revision()] {
 				next = append(next, applied)
 			}
 		}

@@ -45,6 +45,8 @@ type (
 		Options wireListOptions `json:"options"`
 		Before  int64           `json:"before"`
 		After   int64           `json:"after"`
+		// CompactRevision is the store's compaction revision when the list was answered, if known.
+		CompactRevision int64 `json:"compact_revision,omitempty"`
 		// FirstPage is the index (among k8s_list records) of a continuation's first page.
 		FirstPage *int            `json:"first_page,omitempty"`
 		Result    *wireListResult `json:"result,omitempty"`
@@ -188,7 +190,7 @@ func readK8sRecord(t *Trace, typ string, line []byte) error {
 			return errors.New(`a k8s_list needs "call" and "return"`)
 		}
 		run := t.k8sRun()
-		c := k8s.ListCall{Prefix: string(r.Prefix), Before: r.Before, After: r.After,
+		c := k8s.ListCall{Prefix: string(r.Prefix), Before: r.Before, After: r.After, CompactRevision: r.CompactRevision,
 			Options: k8s.ListOptions{ResourceVersion: r.Options.ResourceVersion, ResourceVersionMatch: r.Options.ResourceVersionMatch,
 				Limit: r.Options.Limit, Continue: r.Options.Continue}}
 		switch {
@@ -425,7 +427,7 @@ func writeK8s(w *Writer, run *k8s.Run) {
 // firstPage is the number of the k8s_list of its first page (lists are
 // numbered from 0 in file order); −1 otherwise.
 func (w *Writer) K8sList(c k8s.ListCall, firstPage int, call, ret int64) error {
-	r := k8sListRecord{Type: "k8s_list", Call: &call, Return: &ret, Prefix: Bytes(c.Prefix), Before: c.Before, After: c.After,
+	r := k8sListRecord{Type: "k8s_list", Call: &call, Return: &ret, Prefix: Bytes(c.Prefix), Before: c.Before, After: c.After, CompactRevision: c.CompactRevision,
 		Options: wireListOptions{ResourceVersion: c.Options.ResourceVersion, ResourceVersionMatch: c.Options.ResourceVersionMatch,
 			Limit: c.Options.Limit, Continue: c.Options.Continue}}
 	if c.Result.Status != nil {

@@ -327,7 +327,7 @@ func drawRun(t *rapid.T) *k8s.Run {
 		case 6:
 			e.Quiesced = true
 		case 7:
-			c := k8s.ListCall{Prefix: "/registry/pods/", Before: 2, After: 3, Options: k8s.ListOptions{ResourceVersion: rapid.SampledFrom([]string{"", "0", "5"}).Draw(t, "lrv"), Limit: rapid.Int64Range(0, 2).Draw(t, "limit")}}
+			c := k8s.ListCall{Prefix: "/registry/pods/", Before: 2, After: 3, CompactRevision: rapid.Int64Range(0, 2).Draw(t, "compacted"), Options: k8s.ListOptions{ResourceVersion: rapid.SampledFrom([]string{"", "0", "5"}).Draw(t, "lrv"), Limit: rapid.Int64Range(0, 2).Draw(t, "limit")}}
 			if rapid.Bool().Draw(t, "gone") {
 				c.Result.Status = &k8s.Status{Code: 410, Reason: "Expired", Message: "too old"}
 			} else {

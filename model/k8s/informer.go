@@ -128,6 +128,21 @@ type informerCheck struct {
 	// consequences of one fault are not reported again under other names.
 	faulty   map[int]map[string]bool
 	quiesced int
+	// received holds, per (key, resourceVersion), the entry index at which
+	// the informer first received that state, in a list or a watch event.
+	received map[state]int
+}
+
+type state struct {
+	key string
+	rv  int64
+}
+
+// receive notes that the informer got o at entry i.
+func (c *informerCheck) receive(o Object, i int) {
+	if _, ok := c.received[state{o.Key, o.ResourceVersion}]; !ok {
+		c.received[state{o.Key, o.ResourceVersion}] = i
+	}
 }
 
 func (c *informerCheck) blame(h int, key string) {
@@ -150,6 +165,7 @@ func (c *informerCheck) walk() {
 	c.started, c.lastRefresh, c.quiesced = -1, -1, -1
 	c.joined, c.synced, c.notes = map[int]int{}, map[int]int{}, map[int][]int{}
 	c.faulty = map[int]map[string]bool{}
+	c.received = map[state]int{}
 	var startRev int64
 	firstList := true
 	var lastRV int64
@@ -179,6 +195,29 @@ func (c *informerCheck) walk() {
 			keys := map[string]bool{}
 			for _, o := range l.Result.Items {
 				keys[o.Key] = true
+				c.receive(o, i)
+			}
+			c.relists = append(c.relists, relist{at: i, keys: keys})
+			c.lastRefresh = i
+		case e.WatchEvent != nil && (e.WatchEvent.Event.Type == Added || e.WatchEvent.Event.Type == Modified):
+			c.receive(e.WatchEvent.Event.Object, i)
+		case e.WatchEvent != nil && e.WatchEvent.Event.Type == Bookmark && e.WatchEvent.Event.InitialEventsEnd:
+			// A WatchList's state is a relist too: the informer replaces its
+			// store with it (client-go's Reflector.watchList).
+			rev := e.WatchEvent.Event.Object.ResourceVersion
+			if firstList {
+				firstList = false
+				if rev < startRev {
+					c.fail(spec.FreshStart, []int64{rev, startRev}, []string{c.run.Prefix},
+						"the informer's first WatchList state is at revision %d, older than revision %d committed before it started (kubernetes#59848)", rev, startRev)
+				}
+			}
+			keys := map[string]bool{}
+			for _, ev := range c.run.Watches[e.WatchEvent.Watch].Events {
+				if ev.Type != Added {
+					break
+				}
+				keys[ev.Object.Key] = true
 			}
 			c.relists = append(c.relists, relist{at: i, keys: keys})
 			c.lastRefresh = i
@@ -271,7 +310,7 @@ func (c *informerCheck) notify(i int, n Notification) {
 			c.blame(n.Handler, key)
 			c.fail(spec.InformerSubsequence, []int64{obj.ResourceVersion, last.obj.ResourceVersion}, []string{key},
 				"handler %d got %q at resourceVersion %d after resourceVersion %d: back in time", n.Handler, key, obj.ResourceVersion, last.obj.ResourceVersion)
-		case obj.ResourceVersion == last.obj.ResourceVersion && c.lastRefresh < last.at && !n.InInitialList:
+		case obj.ResourceVersion == last.obj.ResourceVersion && !n.InInitialList && !c.refreshedSince(obj, last.at):
 			c.blame(n.Handler, key)
 			c.fail(spec.SameRVUpdate, []int64{obj.ResourceVersion}, []string{key},
 				"handler %d got %s of %q at the same resourceVersion %d again, with no resync or relist in between", n.Handler, n.Type, key, obj.ResourceVersion)
@@ -299,6 +338,18 @@ func (c *informerCheck) notify(i int, n Notification) {
 		}
 		view[key] = &seen{obj: Object{Key: key, ResourceVersion: rv}, present: false, at: i}
 	}
+}
+
+// refreshedSince reports whether a relist or a resync came after the
+// informer first received state o (or, when that is not recorded, after the
+// handler's notification at entry at): only a refresh can deliver a state
+// again. (Handlers are told through buffers, so the refresh may well be
+// logged before the handler's previous notification of o.)
+func (c *informerCheck) refreshedSince(o Object, at int) bool {
+	if i, ok := c.received[state{o.Key, o.ResourceVersion}]; ok {
+		return c.lastRefresh > i
+	}
+	return c.lastRefresh > at
 }
 
 // converges decides §5.2 InformerConverges (and names §5.3 RelistDeletes)
@@ -515,6 +566,8 @@ func Checks(run Run) map[spec.Property]int {
 		case e.HandlerAdded != nil && started:
 			c[spec.LateHandler]++
 		case e.List != nil && c[spec.FreshStart] == 0:
+			c[spec.FreshStart]++
+		case e.WatchEvent != nil && e.WatchEvent.Event.InitialEventsEnd && c[spec.FreshStart] == 0:
 			c[spec.FreshStart]++
 		}
 	}

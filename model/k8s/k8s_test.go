@@ -217,6 +217,29 @@ func TestCheckWatch(t *testing.T) {
 	}
 }
 
+// SPEC §4.3 WatchStart: a watch's opening state that recurs later (a key
+// created and deleted after it) is read at the revision the rest of the
+// stream follows, not at the later one.
+func TestCheckWatchRecurringState(t *testing.T) {
+	var s kv.State
+	for _, r := range []kv.Request{
+		{Put: &kv.PutRequest{Key: prefix + "a", Value: "a1"}},
+		{Put: &kv.PutRequest{Key: prefix + "b", Value: "b1"}},
+		{Delete: &kv.DeleteRequest{Key: prefix + "b"}},
+	} {
+		s, _ = kv.Step(s, r)
+	}
+	h, err := k8s.NewHistory(s.History())
+	require.NoError(t, err)
+	a, _ := s.Get(prefix+"a", 2)
+	b, _ := s.Get(prefix+"b", 3)
+	gone := k8s.FromKV(b)
+	gone.ResourceVersion = 4
+	call := k8s.WatchCall{Prefix: prefix, Options: k8s.WatchOptions{ResourceVersion: "0", AllowWatchBookmarks: true}, Before: 2, After: 4,
+		Events: []k8s.WatchEvent{added(k8s.FromKV(a)), bookmark(2, false), added(k8s.FromKV(b)), {Type: k8s.Deleted, Object: gone}}}
+	require.Empty(t, k8s.CheckWatch(h, call))
+}
+
 func ptr[T any](v T) *T { return &v }
 
 // validRun is an informer run over store(t): started at revision 6, a first
@@ -316,4 +339,39 @@ func TestCheckInformer(t *testing.T) {
 		k8s.Entry{Notification: &k8s.Notification{Handler: 0, Type: k8s.OnUpdate, Old: &a, New: &a}},
 		k8s.Entry{Notification: &k8s.Notification{Handler: 1, Type: k8s.OnUpdate, Old: &a, New: &a}})
 	require.Empty(t, k8s.CheckInformer(h, run))
+
+	// A WatchList's state is a relist (client-go's Reflector replaces its
+	// store with it): it makes a same-resourceVersion update legal (§5.7),
+	// and it is the informer's first sync when it comes first (§5.8).
+	yes := true
+	c := objs(h, 6)[1]
+	watchList := func(rev int64, items ...k8s.Object) k8s.WatchCall {
+		w := k8s.WatchCall{Prefix: prefix, Before: 6, After: 6,
+			Options: k8s.WatchOptions{SendInitialEvents: &yes, ResourceVersionMatch: "NotOlderThan", AllowWatchBookmarks: true}}
+		for _, o := range items {
+			w.Events = append(w.Events, added(o))
+		}
+		w.Events = append(w.Events, bookmark(rev, true))
+		return w
+	}
+	relisted := func(run k8s.Run, at int) k8s.Run {
+		run.Watches = []k8s.WatchCall{watchList(6, a, c)}
+		var es []k8s.Entry
+		for _, e := range run.Watches[0].Events {
+			es = append(es, k8s.Entry{WatchEvent: &k8s.WatchEventEntry{Watch: 0, Event: e}})
+		}
+		run.Entries = slices.Insert(slices.Clone(run.Entries), at, es...)
+		return run
+	}
+	run = relisted(validRun(h), 11)
+	run.Entries = slices.Insert(run.Entries, 14,
+		k8s.Entry{Notification: &k8s.Notification{Handler: 0, Type: k8s.OnUpdate, Old: &a, New: &a}},
+		k8s.Entry{Notification: &k8s.Notification{Handler: 1, Type: k8s.OnUpdate, Old: &a, New: &a}})
+	require.Empty(t, k8s.CheckInformer(h, run))
+	run = validRun(h)
+	run.Lists, run.Entries = nil, slices.Delete(slices.Clone(run.Entries), 2, 3)
+	run = relisted(run, 2)
+	run.Entries[1] = k8s.Entry{Start: &k8s.StartEntry{Revision: 7}}
+	vs := k8s.CheckInformer(h, run)
+	require.Equal(t, []spec.Property{spec.FreshStart}, props(vs), "%v", vs)
 }

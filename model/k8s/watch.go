@@ -73,10 +73,13 @@ func CheckWatch(h History, c WatchCall) []spec.Violation {
 		refused = c.Events[0].Status
 	}
 	if refused != nil {
-		// A watch from the present or the future never expires; an older
-		// one may (the server's window may be shorter than the store's).
-		if refused.Code == StatusGone && (start.Semantic != Exact || start.From >= c.Before) {
-			fail(spec.Expired, []int64{start.From, c.Before}, nil, "410 Gone for a %s watch from revision %d, which is not older than the revision %d committed before it was sent",
+		// A watch from the past may expire (the server's window may be
+		// shorter than the store's), and so may one that compaction
+		// overtook before it delivered anything; a watch from the present
+		// or the future that compaction did not overtake may not.
+		expired := start.Semantic == Exact && (start.From < c.Before || start.From+1 < h.oldest())
+		if refused.Code == StatusGone && !expired {
+			fail(spec.Expired, []int64{start.From, c.Before}, nil, "410 Gone for a %s watch from revision %d, which is not older than the revision %d committed before it was sent, and no compaction overtook it",
 				start.Semantic, start.From, c.Before)
 		}
 		return out
@@ -173,7 +176,18 @@ func checkInitialState(h History, c WatchCall, start WatchStart,
 		lo = max(h.oldest(), h.State.History().Base())
 	}
 	for k := n; k >= 0; k-- {
-		for rev := hi; rev >= lo; rev-- {
+		// The state is not newer than what follows it: a bookmark's
+		// revision, or the revision before the first change.
+		top := hi
+		if k < len(c.Events) {
+			switch e := c.Events[k]; e.Type {
+			case Bookmark:
+				top = min(top, e.Object.ResourceVersion)
+			case Added, Modified, Deleted:
+				top = min(top, e.Object.ResourceVersion-1)
+			}
+		}
+		for rev := top; rev >= lo; rev-- {
 			if diffObjects(h.Objects(c.Prefix, rev), sortedObjects(initial[:k])) == "" {
 				return rev, c.Events[k:], true
 			}
