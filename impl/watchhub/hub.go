@@ -1,0 +1,440 @@
+package watchhub
+
+import (
+	"context"
+	"sort"
+	"sync"
+
+	"github.com/watchspec/watchspec/impl/mvcc"
+)
+
+// Hub delivers the commits of a store to watches, etcd's way (docs/SPEC.md
+// §3.13): every watch is in one of three groups.
+//
+//   - synced: caught up. [Hub.Notify] hands it the events of each new
+//     revision at once, straight into its stream's queue.
+//   - victim: its stream's queue was full when a revision came. It keeps
+//     that one revision's events, leaves the synced group, and waits for
+//     the reader to make room.
+//   - unsynced: behind the store. A background goroutine reads the history
+//     from the store in windows of whole revisions, shared by every watch
+//     it serves, and queues each watch's events in responses of at most
+//     MaxRevisionsPerResponse revisions that fit its stream; a caught-up
+//     watch rejoins the synced group.
+//
+// A watch from a past revision starts unsynced; a live one falls behind
+// only when its stream is full. Either is caught up only when its stream has
+// room, so a reader that stops costs the hub nothing but the watches'
+// bookkeeping and what its queue holds. A watch never skips
+// anything: its next revision advances only past what was queued for it,
+// and a watch that needs history that compaction removed gets a cancel with
+// CompactRevision — queued like any response, never dropped (etcd#17529).
+//
+// There is no goroutine and no channel per watch: a watch is a small struct
+// in its group (see docs/IMPLEMENTATION.md for its size). The hub runs two
+// goroutines — catch-up and periodic progress — or none with Options.Manual.
+//
+// All methods are safe for concurrent use.
+type Hub struct {
+	hist History
+	opts Options
+
+	mu      sync.Mutex
+	rev     int64 // the last revision notified
+	closed  bool
+	synced  syncedGroup
+	streams map[*Stream]struct{}
+	waiting map[*Stream]struct{} // streams with a progress request to answer
+	pairs   []match              // Notify's scratch
+	gen     uint32
+
+	readyMu sync.Mutex
+	ready   []*Stream // streams with room and watchers behind
+
+	kick chan struct{}
+	quit chan struct{}
+	wg   sync.WaitGroup
+}
+
+// watcher is one watch. All fields are guarded by hub.mu.
+type watcher struct {
+	id       int64
+	s        *Stream
+	key, end string // end is "" for a single key or when inf
+	inf      bool   // every key ≥ key
+	start    int64  // the requested StartRevision
+	next     int64  // the first revision whose events are not yet queued
+	noPut    bool
+	noDelete bool
+	prevKV   bool
+	progress bool
+	sent     bool // events were queued since the last progress tick
+	state    uint8
+	slot     int32 // position in its watcherSet
+	gen      uint32
+	ord      int32
+	victim   *victimBatch
+}
+
+// The states of a watcher.
+const (
+	stSynced uint8 = iota
+	stUnsynced
+	stVictim
+	stGone
+)
+
+// victimBatch is the one revision a victim holds.
+type victimBatch struct {
+	rev    int64
+	events []mvcc.Event
+}
+
+func (w *watcher) single() bool { return w.end == "" && !w.inf }
+
+func (w *watcher) holds(key string) bool {
+	switch {
+	case w.inf:
+		return key >= w.key
+	case w.end == "":
+		return key == w.key
+	}
+	return w.key <= key && key < w.end
+}
+
+func (w *watcher) wants(e *mvcc.Event) bool {
+	if e.Type == mvcc.Put && w.noPut || e.Type == mvcc.Delete && w.noDelete {
+		return false
+	}
+	return w.holds(e.KV.Key)
+}
+
+type match struct {
+	w *watcher
+	i int32
+}
+
+// New returns a hub over the store history h, whose current revision is
+// rev. The store must call [Hub.Notify] for every later commit, in order.
+func New(h History, rev int64, opts Options) *Hub {
+	opts.setDefaults()
+	hub := &Hub{
+		hist:    h,
+		opts:    opts,
+		rev:     rev,
+		streams: make(map[*Stream]struct{}),
+		waiting: make(map[*Stream]struct{}),
+		kick:    make(chan struct{}, 1),
+		quit:    make(chan struct{}),
+	}
+	if !opts.Manual {
+		hub.wg.Add(1)
+		go hub.catchUpLoop()
+		if opts.ProgressInterval > 0 {
+			ticks, stop := opts.Clock.NewTicker(opts.ProgressInterval)
+			hub.wg.Add(1)
+			go func() {
+				defer hub.wg.Done()
+				defer stop()
+				for {
+					select {
+					case <-hub.quit:
+						return
+					case <-ticks:
+						hub.Tick()
+					}
+				}
+			}()
+		}
+	}
+	return hub
+}
+
+// NewStream returns a new, empty stream. If ctx is not nil, the stream is
+// closed when ctx is done.
+func (h *Hub) NewStream(ctx context.Context) *Stream {
+	s := newStream(h)
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		s.gone = true
+		s.closeQueue()
+		return s
+	}
+	h.streams[s] = struct{}{}
+	h.mu.Unlock()
+	if ctx != nil {
+		stop := context.AfterFunc(ctx, s.Close)
+		h.mu.Lock()
+		s.stopCtx = stop
+		h.mu.Unlock()
+	}
+	return s
+}
+
+// Notify delivers a commit to the synced watches. The store calls it for
+// every write revision, in revision order, once the revision is readable.
+func (h *Hub) Notify(c mvcc.Commit) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed || c.Revision <= h.rev {
+		return
+	}
+	h.rev = c.Revision
+	h.gen++
+	ord := int32(0)
+	pairs := h.pairs[:0]
+	for i := range c.Events {
+		e := &c.Events[i]
+		h.synced.each(e.KV.Key, func(w *watcher) {
+			if c.Revision < w.next || !w.wants(e) {
+				return
+			}
+			if w.gen != h.gen {
+				w.gen, w.ord = h.gen, ord
+				ord++
+			}
+			pairs = append(pairs, match{w: w, i: int32(i)})
+		})
+	}
+	if len(c.Events) > 1 {
+		// Group by watcher; each watcher's events stay in operation order.
+		sort.SliceStable(pairs, func(a, b int) bool { return pairs[a].w.ord < pairs[b].w.ord })
+	}
+	var noPrev []mvcc.Event
+	for i := 0; i < len(pairs); {
+		w := pairs[i].w
+		j := i + 1
+		for j < len(pairs) && pairs[j].w == w {
+			j++
+		}
+		var evs []mvcc.Event
+		switch {
+		case j-i == len(c.Events) && w.prevKV:
+			evs = c.Events // the whole commit: share it
+		case j-i == len(c.Events):
+			if noPrev == nil {
+				noPrev = stripPrev(c.Events)
+			}
+			evs = noPrev
+		default:
+			evs = make([]mvcc.Event, 0, j-i)
+			for _, m := range pairs[i:j] {
+				e := c.Events[m.i]
+				if !w.prevKV {
+					e.PrevKV = nil
+				}
+				evs = append(evs, e)
+			}
+		}
+		if w.s.push(Response{WatchID: w.id, Revision: c.Revision, Events: evs}, len(evs)) {
+			w.next, w.sent = c.Revision+1, true
+		} else {
+			// The stream is full: park the revision with the watcher.
+			h.synced.remove(w)
+			w.state, w.next = stVictim, c.Revision
+			w.victim = &victimBatch{rev: c.Revision, events: evs}
+			w.s.behind.add(w)
+		}
+		i = j
+	}
+	clear(pairs)
+	h.pairs = pairs[:0]
+	for s := range h.waiting {
+		h.answerProgress(s)
+	}
+}
+
+func stripPrev(evs []mvcc.Event) []mvcc.Event {
+	out := make([]mvcc.Event, len(evs))
+	for i, e := range evs {
+		e.PrevKV = nil
+		out[i] = e
+	}
+	return out
+}
+
+// answerProgress queues the progress notification a stream asked for if it
+// is true now: every watch of the stream is synced (all its events up to
+// h.rev are queued) and h.rev is not below any watch's start revision minus
+// one (etcd#15220, etcd#20221). The caller holds h.mu.
+func (h *Hub) answerProgress(s *Stream) {
+	if !s.progressReq || s.gone {
+		delete(h.waiting, s)
+		return
+	}
+	if len(s.behind.ws) == 0 && h.rev >= s.startBound()-1 &&
+		s.push(Response{WatchID: InvalidWatchID, Revision: h.rev}, 1) {
+		s.progressReq = false
+		delete(h.waiting, s)
+		return
+	}
+	// Not yet: answered after a later commit, when the watches behind have
+	// caught up, or when the reader has made room (a failed push asks for it).
+	h.waiting[s] = struct{}{}
+}
+
+// startBound returns the greatest start revision of the stream's watches.
+func (s *Stream) startBound() int64 {
+	if s.maxDirty {
+		s.maxStart, s.maxDirty = 0, false
+		for _, w := range s.watchers {
+			s.maxStart = max(s.maxStart, w.start)
+		}
+	}
+	return s.maxStart
+}
+
+// remove takes a watcher out of the hub. The caller holds h.mu.
+func (h *Hub) remove(w *watcher) {
+	switch w.state {
+	case stSynced:
+		h.synced.remove(w)
+	case stUnsynced, stVictim:
+		w.s.behind.remove(w)
+	case stGone:
+		return
+	}
+	w.state, w.victim = stGone, nil
+	delete(w.s.watchers, w.id)
+	if w.start == w.s.maxStart {
+		w.s.maxDirty = true
+	}
+	if w.progress {
+		w.s.notifying--
+	}
+}
+
+// dropStream removes a stream and its watchers. The caller holds h.mu.
+func (h *Hub) dropStream(s *Stream) {
+	if s.gone {
+		return
+	}
+	for _, w := range s.watchers {
+		h.remove(w)
+	}
+	s.gone = true
+	delete(h.streams, s)
+	delete(h.waiting, s)
+	if s.stopCtx != nil {
+		s.stopCtx()
+	}
+}
+
+// Tick sends the periodic progress notifications: one to every synced
+// watch that asked for them, sent nothing since the last tick and whose
+// start revision is at most the hub's revision plus one (etcd#20221). It
+// runs every Options.ProgressInterval; call it directly with Options.Manual.
+func (h *Hub) Tick() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for s := range h.streams {
+		if s.notifying == 0 {
+			continue
+		}
+		for _, w := range s.watchers {
+			if !w.progress {
+				continue
+			}
+			if w.state == stSynced && !w.sent && h.rev >= w.start-1 {
+				s.push(Response{WatchID: w.id, Revision: h.rev}, 1)
+			}
+			w.sent = false
+		}
+	}
+}
+
+// Close closes every stream (their queued responses stay readable) and
+// stops the hub's goroutines.
+func (h *Hub) Close() {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return
+	}
+	h.closed = true
+	var streams []*Stream
+	for s := range h.streams {
+		streams = append(streams, s)
+		h.dropStream(s)
+	}
+	h.mu.Unlock()
+	for _, s := range streams {
+		s.closeQueue()
+	}
+	close(h.quit)
+	h.wg.Wait()
+}
+
+// Stats counts the hub's streams and its watches by group.
+type Stats struct {
+	Streams, Synced, Unsynced, Victims int
+}
+
+// Stats returns the current counts.
+func (h *Hub) Stats() Stats {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	st := Stats{Streams: len(h.streams), Synced: h.synced.n}
+	for s := range h.streams {
+		for _, w := range s.behind.ws {
+			if w.state == stVictim {
+				st.Victims++
+			} else {
+				st.Unsynced++
+			}
+		}
+	}
+	return st
+}
+
+// markReady queues s for the catch-up goroutine.
+func (h *Hub) markReady(s *Stream) {
+	h.readyMu.Lock()
+	if !s.inReady {
+		s.inReady = true
+		h.ready = append(h.ready, s)
+	}
+	h.readyMu.Unlock()
+	select {
+	case h.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (h *Hub) takeReady() []*Stream {
+	h.readyMu.Lock()
+	defer h.readyMu.Unlock()
+	r := h.ready
+	h.ready = nil
+	for _, s := range r {
+		s.inReady = false
+	}
+	return r
+}
+
+func (h *Hub) catchUpLoop() {
+	defer h.wg.Done()
+	for {
+		select {
+		case <-h.quit:
+			return
+		case <-h.kick:
+			for h.pass() {
+			}
+		}
+	}
+}
+
+// Step runs one catch-up pass and reports whether there was anything to do
+// (then another pass may have more). A pass serves the watches behind on
+// streams whose reader has made room: each either makes progress or waits
+// for its reader, so passes never spin. With Options.Manual, Step and Flush
+// are the only way watches behind catch up.
+func (h *Hub) Step() bool { return h.pass() }
+
+// Flush runs catch-up passes until there is nothing to do.
+func (h *Hub) Flush() {
+	for h.Step() {
+	}
+}

@@ -1,0 +1,356 @@
+package watchhub
+
+import (
+	"context"
+	"sync"
+)
+
+// Stream is a set of watches that share one bounded queue of responses and
+// one reader, like one gRPC Watch stream of etcd. Create watches with
+// [Stream.Watch]; read every response of every watch, in order, with
+// [Stream.Recv].
+//
+// The queue holds at most Options.StreamCapacity events. A watch whose next
+// response does not fit falls behind instead of blocking anything: it is
+// caught up from the store's history once the reader has made room. Nothing
+// is ever dropped or reordered on the way (docs/SPEC.md §3.13).
+//
+// All methods are safe for concurrent use.
+type Stream struct {
+	hub *Hub
+
+	// Guarded by hub.mu.
+	watchers    map[int64]*watcher
+	behind      watcherSet // unsynced and victim watchers
+	nextID      int64
+	maxStart    int64 // greatest StartRevision of the watchers, if !maxDirty
+	maxDirty    bool
+	progressReq bool // a RequestProgress is waiting to be answered
+	gone        bool // closed: no longer part of the hub
+	notifying   int  // watchers with ProgressNotify
+	stopCtx     func() bool
+
+	// Guarded by hub.readyMu.
+	inReady bool
+
+	// The queue, guarded by mu.
+	mu       sync.Mutex
+	q        []entry // ring buffer
+	head, n  int
+	used     int  // events (responses without events count 1) of data responses queued
+	ctrl     int  // control responses queued
+	wantRoom bool // the hub has something that did not fit
+	closed   bool
+	avail    chan struct{} // cap 1: something was queued
+	room     chan struct{} // cap 1: a control response was read
+	done     chan struct{} // closed when the stream is closed
+}
+
+type entry struct {
+	resp Response
+	cost int // 0 for control responses
+}
+
+func newStream(h *Hub) *Stream {
+	return &Stream{
+		hub:      h,
+		watchers: make(map[int64]*watcher),
+		avail:    make(chan struct{}, 1),
+		room:     make(chan struct{}, 1),
+		done:     make(chan struct{}),
+	}
+}
+
+// Recv returns the next response of the stream, waiting for one if none is
+// queued. A queued response is returned even if ctx is done, so a done ctx
+// makes Recv a non-blocking poll. After the stream is closed, Recv returns
+// what was queued, then ErrClosed.
+func (s *Stream) Recv(ctx context.Context) (Response, error) {
+	for {
+		s.mu.Lock()
+		if s.n > 0 {
+			e := s.q[s.head]
+			s.q[s.head] = entry{}
+			s.head = (s.head + 1) % len(s.q)
+			s.n--
+			if s.n == 0 && len(s.q) > 8 {
+				s.q, s.head = nil, 0 // an idle stream keeps no buffer
+			}
+			if e.cost == 0 {
+				s.ctrl--
+				select {
+				case s.room <- struct{}{}:
+				default:
+				}
+			}
+			s.used -= e.cost
+			wake := s.wantRoom && s.used <= s.hub.opts.StreamCapacity/2
+			if wake {
+				s.wantRoom = false
+			}
+			s.mu.Unlock()
+			if wake {
+				s.hub.markReady(s)
+			}
+			return e.resp, nil
+		}
+		if s.closed {
+			s.mu.Unlock()
+			return Response{}, ErrClosed
+		}
+		s.mu.Unlock()
+		select {
+		case <-s.avail:
+		case <-s.done:
+		case <-ctx.Done():
+			return Response{}, ctx.Err()
+		}
+	}
+}
+
+// fits reports whether a data response with the given cost fits now. The
+// caller holds s.mu.
+func (s *Stream) fits(cost int) bool {
+	return s.used == 0 || s.used+cost <= s.hub.opts.StreamCapacity
+}
+
+// push queues a data response if it fits, and otherwise records that the
+// hub wants room. The caller holds hub.mu.
+func (s *Stream) push(r Response, cost int) bool {
+	cost = max(cost, 1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	if !s.fits(cost) {
+		s.wantRoom = true
+		return false
+	}
+	s.used += cost
+	s.enqueue(entry{resp: r, cost: cost})
+	return true
+}
+
+// pushCtrl queues a control response; these do not count against the
+// capacity (Watch and Cancel bound them). The caller holds hub.mu.
+func (s *Stream) pushCtrl(r Response) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	s.ctrl++
+	s.enqueue(entry{resp: r})
+}
+
+// space returns the events that may still be queued now, and whether the
+// queue is empty (then one revision of any size may be queued). The caller
+// holds hub.mu.
+func (s *Stream) space() (room int, empty bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.hub.opts.StreamCapacity - s.used, s.used == 0
+}
+
+// waitRoom reports whether a response of the given cost does not fit now,
+// and if so, asks the reader to wake the hub once it has made room. The
+// check and the request are one step: a reader that drains the queue in
+// between would otherwise never wake the hub. The caller holds hub.mu.
+func (s *Stream) waitRoom(cost int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.fits(max(cost, 1)) {
+		return false
+	}
+	s.wantRoom = true
+	return true
+}
+
+func (s *Stream) enqueue(e entry) {
+	if s.n == len(s.q) {
+		q := make([]entry, max(4, 2*len(s.q)))
+		for i := range s.n {
+			q[i] = s.q[(s.head+i)%len(s.q)]
+		}
+		s.q, s.head = q, 0
+	}
+	s.q[(s.head+s.n)%len(s.q)] = e
+	s.n++
+	select {
+	case s.avail <- struct{}{}:
+	default:
+	}
+}
+
+// closeQueue stops the queue: Recv drains it, then returns ErrClosed.
+func (s *Stream) closeQueue() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closed {
+		s.closed = true
+		close(s.done)
+	}
+}
+
+// waitCtrlRoom waits until the stream may take another control response,
+// then returns with hub.mu held.
+func (s *Stream) waitCtrlRoom(ctx context.Context) error {
+	h := s.hub
+	for {
+		h.mu.Lock()
+		s.mu.Lock()
+		full, closed := s.ctrl >= h.opts.MaxControlResponses, s.closed
+		s.mu.Unlock()
+		if closed || s.gone {
+			h.mu.Unlock()
+			return ErrClosed
+		}
+		if !full {
+			return nil
+		}
+		h.mu.Unlock()
+		select {
+		case <-s.room:
+		case <-s.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Watch creates a watch on the stream and returns its ID. The stream first
+// carries the created response (header revision R₀ = the hub's revision),
+// then the watch's events from its start revision on (docs/SPEC.md §3.10):
+// a start of 0 means R₀+1, a start above R₀ waits for it, a start below the
+// compact revision is cancelled at once with CompactRevision (§3.11), and
+// any other past start is replayed from the store's history (§3.5).
+//
+// A rejected request (negative start revision, empty range, WatchID in use
+// or negative) gets a created-and-canceled response with WatchID -1 and
+// etcd's reason, and Watch returns the matching error. Watch waits while
+// the stream holds MaxControlResponses unread control responses, until ctx
+// is done.
+func (s *Stream) Watch(ctx context.Context, req Request) (int64, error) {
+	if err := s.waitCtrlRoom(ctx); err != nil {
+		return InvalidWatchID, err
+	}
+	h := s.hub
+	defer h.mu.Unlock()
+	reject := func(err error) (int64, error) {
+		s.pushCtrl(Response{WatchID: InvalidWatchID, Revision: h.rev, Created: true, Canceled: true, CancelReason: err.Error()})
+		return InvalidWatchID, err
+	}
+	key := req.Key
+	if key == "" {
+		key = "\x00"
+	}
+	switch {
+	case req.StartRevision < 0:
+		return reject(ErrNegativeStartRevision)
+	case req.RangeEnd != "" && req.RangeEnd != "\x00" && req.RangeEnd <= key:
+		return reject(ErrEmptyRange)
+	case req.WatchID < 0:
+		return reject(ErrInvalidWatchID)
+	case req.WatchID > 0 && s.watchers[req.WatchID] != nil:
+		return reject(ErrDuplicateWatchID)
+	}
+	id := req.WatchID
+	if id == 0 {
+		for s.watchers[s.nextID] != nil {
+			s.nextID++
+		}
+		id = s.nextID
+		s.nextID++
+	}
+	w := &watcher{
+		id: id, s: s, key: key, start: req.StartRevision,
+		noPut: req.NoPut, noDelete: req.NoDelete, prevKV: req.PrevKV, progress: req.ProgressNotify,
+		slot: -1,
+	}
+	switch req.RangeEnd {
+	case "":
+	case "\x00":
+		w.inf = true
+	default:
+		w.end = req.RangeEnd
+	}
+	r0 := h.rev
+	s.pushCtrl(Response{WatchID: id, Revision: r0, Created: true})
+	start := req.StartRevision
+	if start > 0 && start <= r0 {
+		if c := h.hist.CompactRevision(); start < c {
+			// The watch needs compacted history: cancel it now (§3.11).
+			s.pushCtrl(Response{WatchID: id, Canceled: true, CompactRevision: c})
+			return id, nil
+		}
+	}
+	s.watchers[id] = w
+	if start > s.maxStart {
+		s.maxStart = start
+	}
+	if w.progress {
+		s.notifying++
+	}
+	if start == 0 || start > r0 {
+		// Now or the future: live from the start (etcd's synced group).
+		w.next = max(start, r0+1)
+		w.state = stSynced
+		h.synced.add(w)
+	} else {
+		// The past: replay history first (etcd's unsynced group).
+		w.next = start
+		w.state = stUnsynced
+		s.behind.add(w)
+		h.markReady(s)
+	}
+	h.answerProgress(s)
+	return id, nil
+}
+
+// Cancel ends the watch id: the stream carries a canceled response for it,
+// after whatever was already queued for it. Cancel of an ID not in use
+// returns ErrWatchNotFound and sends nothing (as etcd).
+func (s *Stream) Cancel(ctx context.Context, id int64) error {
+	if err := s.waitCtrlRoom(ctx); err != nil {
+		return err
+	}
+	h := s.hub
+	defer h.mu.Unlock()
+	w := s.watchers[id]
+	if w == nil {
+		return ErrWatchNotFound
+	}
+	h.remove(w)
+	s.pushCtrl(Response{WatchID: id, Revision: h.rev, Canceled: true})
+	h.answerProgress(s)
+	return nil
+}
+
+// RequestProgress asks for a progress notification for the whole stream: a
+// response with WatchID -1, no events and header revision R, meaning that
+// every event up to R of every watch of the stream has been sent before it
+// (docs/SPEC.md §3.6). It is sent as soon as that is true and R is at least
+// every watch's start revision minus one (§3.10): at once when every watch
+// of the stream is live, otherwise once the ones behind have caught up. A
+// request made while one is pending is merged with it.
+func (s *Stream) RequestProgress() {
+	h := s.hub
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if s.gone {
+		return
+	}
+	s.progressReq = true
+	h.answerProgress(s)
+}
+
+// Close ends every watch of the stream. Responses already queued can still
+// be read; then Recv returns ErrClosed.
+func (s *Stream) Close() {
+	h := s.hub
+	h.mu.Lock()
+	h.dropStream(s)
+	h.mu.Unlock()
+	s.closeQueue()
+}
