@@ -1,0 +1,268 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/watchspec/watchspec/impl/mvcc"
+	"github.com/watchspec/watchspec/impl/watchhub"
+)
+
+// watchServer is etcd's Watch service over the store's watch hub.
+type watchServer struct {
+	pb.UnimplementedWatchServer
+	s *Server
+}
+
+// Watch serves one bidirectional watch stream, as etcd's serverWatchStream
+// does (v3rpc/watch.go): one hub stream per gRPC stream, requests handled
+// in order by a receiving goroutine, every response sent by this one.
+//
+//   - Create: the hub answers with a created response carrying the watch ID
+//     (chosen by the client, or the lowest free one for watch_id 0) and the
+//     current revision, or — for a negative start revision, a range end at
+//     or below the key, or an ID in use — a response both created and
+//     canceled with WatchId -1 and etcd's reason (watch.go:270-285,
+//     mvcc/watcher.go:115-147). An empty key means "\x00" (watch.go:266).
+//     Filters NOPUT and NODELETE are honoured, unknown filters ignored
+//     (watch.go FiltersFromRequest).
+//   - Cancel: {WatchId, Canceled} once the watch's queued responses are
+//     out; a cancel of an unknown ID sends nothing (watch.go:372-394).
+//   - Progress request: one response with WatchId -1 and no events, sent
+//     when every watch of the stream is synced (the hub's rule; see
+//     watchhub.Stream.RequestProgress).
+//   - A watch that needs compacted history is cancelled with
+//     CompactRevision, header revision 0 and no reason (watch.go:459-466,
+//     mvcc/watcher_group.go:255-258).
+//   - A watch created with fragment=true has responses larger than
+//     MaxRequestBytes+GRPCOverheadBytes split as etcd's sendFragments does.
+//
+// Like etcd, the stream stays open after the client closes its sending
+// side; it ends when the client goes away (ErrGRPCWatchCanceled, as etcd
+// answers) or the server stops (ErrGRPCStopped, codes.Unavailable, which
+// clients retry).
+func (w *watchServer) Watch(gs pb.Watch_WatchServer) error {
+	s := w.s
+	ctx, cancel := context.WithCancel(gs.Context())
+	defer cancel()
+	stop := context.AfterFunc(s.quitCtx, cancel)
+	defer stop()
+	if s.quitCtx.Err() != nil {
+		return rpctypes.ErrGRPCStopped
+	}
+	ws := s.st.NewWatchStream(ctx)
+	defer ws.Close()
+	sws := &serverWatchStream{s: s, gs: gs, ws: ws, frag: make(map[int64]bool)}
+	recvErr := make(chan error, 1)
+	go func() {
+		err := sws.recvLoop(ctx)
+		if err != nil {
+			recvErr <- err
+			cancel()
+		}
+	}()
+	err := sws.sendLoop(ctx)
+	switch {
+	case s.quitCtx.Err() != nil:
+		return rpctypes.ErrGRPCStopped
+	case gs.Context().Err() != nil:
+		return rpctypes.ErrGRPCWatchCanceled // watch.go:220-231
+	}
+	select {
+	case rerr := <-recvErr: // the receiving side failed first
+		err = rerr
+	default:
+	}
+	return toGRPCError(err)
+}
+
+type serverWatchStream struct {
+	s  *Server
+	gs pb.Watch_WatchServer
+	ws *watchhub.Stream
+
+	// The fragment flags of the creations sent to the hub whose created
+	// responses the send loop has not seen yet, oldest first: the hub
+	// answers creations in the order they were made.
+	mu      sync.Mutex
+	pending []bool
+
+	frag map[int64]bool // send loop only: the watches that asked for fragments
+}
+
+// recvLoop handles the client's requests in order. It returns nil when the
+// client has closed its side, and an error when the stream must end.
+func (sws *serverWatchStream) recvLoop(ctx context.Context) error {
+	for {
+		req, err := sws.gs.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		switch uv := req.GetRequestUnion().(type) {
+		case *pb.WatchRequest_CreateRequest:
+			c := uv.CreateRequest
+			if c == nil {
+				break
+			}
+			hr := watchhub.Request{
+				Key: string(c.Key), RangeEnd: string(c.RangeEnd), StartRevision: c.StartRevision,
+				PrevKV: c.PrevKv, ProgressNotify: c.ProgressNotify, WatchID: c.WatchId,
+			}
+			for _, f := range c.Filters {
+				switch f {
+				case pb.WatchCreateRequest_NOPUT:
+					hr.NoPut = true
+				case pb.WatchCreateRequest_NODELETE:
+					hr.NoDelete = true
+				}
+			}
+			sws.mu.Lock()
+			sws.pending = append(sws.pending, c.Fragment)
+			sws.mu.Unlock()
+			if _, err := sws.ws.Watch(ctx, hr); err != nil && !rejected(err) {
+				return err // the stream is closed: nothing was queued
+			}
+		case *pb.WatchRequest_CancelRequest:
+			if uv.CancelRequest == nil {
+				break
+			}
+			err := sws.ws.Cancel(ctx, uv.CancelRequest.WatchId)
+			if err != nil && !errors.Is(err, watchhub.ErrWatchNotFound) {
+				return err
+			}
+		case *pb.WatchRequest_ProgressRequest:
+			if uv.ProgressRequest != nil {
+				sws.ws.RequestProgress()
+			}
+		default:
+			// etcd ignores an empty or unknown request (watch.go:401-406).
+		}
+	}
+}
+
+// rejected reports whether Watch's error is a rejection the hub answered on
+// the stream.
+func rejected(err error) bool {
+	for _, e := range []error{watchhub.ErrNegativeStartRevision, watchhub.ErrEmptyRange,
+		watchhub.ErrDuplicateWatchID, watchhub.ErrInvalidWatchID} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// sendLoop sends every response of the hub stream, in order, until the
+// stream ends or a send fails.
+func (sws *serverWatchStream) sendLoop(ctx context.Context) error {
+	maxBytes := sws.s.opts.MaxRequestBytes + GRPCOverheadBytes
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		r, err := sws.ws.Recv(ctx)
+		if err != nil {
+			return err
+		}
+		fragment := false
+		switch {
+		case r.Created:
+			sws.mu.Lock()
+			if len(sws.pending) > 0 {
+				fragment = sws.pending[0]
+				sws.pending = sws.pending[1:]
+			}
+			sws.mu.Unlock()
+			if !r.Canceled && fragment {
+				sws.frag[r.WatchID] = true
+			}
+			fragment = false
+		case r.Canceled:
+			delete(sws.frag, r.WatchID)
+		case len(r.Events) > 1:
+			fragment = sws.frag[r.WatchID]
+		}
+		wr := sws.toPB(r)
+		if fragment {
+			err = sendFragments(wr, maxBytes, sws.gs.Send)
+		} else {
+			err = sws.gs.Send(wr)
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func (sws *serverWatchStream) toPB(r watchhub.Response) *pb.WatchResponse {
+	wr := &pb.WatchResponse{
+		Header:          sws.s.header(r.Revision),
+		WatchId:         r.WatchID,
+		Created:         r.Created,
+		Canceled:        r.Canceled,
+		CompactRevision: r.CompactRevision,
+		CancelReason:    r.CancelReason,
+	}
+	if len(r.Events) > 0 {
+		wr.Events = make([]*mvccpb.Event, len(r.Events))
+		for i := range r.Events {
+			e := &r.Events[i]
+			pe := &mvccpb.Event{Kv: toPBKV(&e.KV), PrevKv: toPBKV(e.PrevKV)}
+			if e.Type == mvcc.Delete {
+				pe.Type = mvccpb.DELETE
+			}
+			wr.Events[i] = pe
+		}
+	}
+	return wr
+}
+
+// sendFragments is etcd's (v3rpc/watch.go:581-635): a response of at least
+// maxBytes with two or more events is sent as several, each but the last
+// with Fragment set, each as large as fits below maxBytes (but with at
+// least one event). clientv3 joins them again.
+func sendFragments(wr *pb.WatchResponse, maxBytes int, send func(*pb.WatchResponse) error) error {
+	if proto.Size(wr) < maxBytes || len(wr.Events) < 2 {
+		return send(wr)
+	}
+	idx := 0
+	for {
+		cur := &pb.WatchResponse{
+			Header:          wr.Header,
+			WatchId:         wr.WatchId,
+			Created:         wr.Created,
+			Canceled:        wr.Canceled,
+			CompactRevision: wr.CompactRevision,
+			CancelReason:    wr.CancelReason,
+			Fragment:        true,
+			Events:          make([]*mvccpb.Event, 0),
+		}
+		for _, ev := range wr.Events[idx:] {
+			cur.Events = append(cur.Events, ev)
+			if len(cur.Events) > 1 && proto.Size(cur) >= maxBytes {
+				cur.Events = cur.Events[:len(cur.Events)-1]
+				break
+			}
+			idx++
+		}
+		if idx == len(wr.Events) {
+			cur.Fragment = false
+		}
+		if err := send(cur); err != nil {
+			return err
+		}
+		if !cur.Fragment {
+			return nil
+		}
+	}
+}
