@@ -1,0 +1,34 @@
+package informer
+
+// mutant names a deliberately broken behaviour. Mutants exist only so that
+// watchspec's tests can show that the informer contract's checker
+// (model/k8s, docs/SPEC.md §5) rejects each bug naming the right rule;
+// they can be switched on only from this package's tests (export_test.go).
+type mutant int
+
+const (
+	mutantNone mutant = iota
+	// mutantNoTombstones: a relist does not delete what it did not list
+	// (the bug kubernetes#115620 fixed, generalised).
+	mutantNoTombstones
+	// mutantRVFromSyntheticAdded: the Reflector adopts the resourceVersion
+	// of the synthetic ADDED events a WatchList opens with
+	// (kubernetes#136583).
+	mutantRVFromSyntheticAdded
+	// mutantReorderDeltas: Pop hands a key's deltas newest first.
+	mutantReorderDeltas
+	// mutantSkipRelistOn410: a watch answered 410 Expired is opened again
+	// at the same resourceVersion instead of relisting.
+	mutantSkipRelistOn410
+)
+
+// testHooks are test-only knobs: fault injection and mutants. A nil
+// *testHooks is the production informer.
+type testHooks struct {
+	mutant mutant
+	// beforePop, if set, runs before each Pop of the informer's queue,
+	// outside the queue's lock: a test blocks it to let deltas pile up.
+	beforePop func()
+}
+
+func (h *testHooks) is(m mutant) bool { return h != nil && h.mutant == m }
