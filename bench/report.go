@@ -1,0 +1,381 @@
+package bench
+
+import (
+	"bufio"
+	"fmt"
+	"math"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/version"
+)
+
+// Header is the header row of the table: the columns, exactly.
+const Header = "| metric | watchspec | etcd | ratio |"
+
+// metricDef is one row of the table.
+type metricDef struct {
+	id          string
+	label       string
+	unit        string // how values are printed: see format
+	lowerBetter bool
+	wsOnly      bool    // no etcd comparison
+	goalRatio   float64 // target: ratio ≥ goalRatio (0: none)
+	goalMax     float64 // target: watchspec's value ≤ goalMax (0: none)
+	goalMin     float64 // target: watchspec's value ≥ goalMin (0: none)
+	goal        string  // the target as the report states it
+}
+
+func metricDefs(s Sizes) []metricDef {
+	n := func(v int) string { return thousands(float64(v)) }
+	poll := fmt.Sprintf("%s clients, every %v, %d writes/s", n(s.PollClients), s.PollInterval, s.PollWriteRate)
+	return []metricDef{
+		{id: "put1", label: "durable puts/s, 1 writer", unit: "/s"},
+		{id: "put16", label: "durable puts/s, 16 writers", unit: "/s", goalRatio: 2, goal: "≥ 2× etcd"},
+		{id: "fanout1", label: fmt.Sprintf("live fan-out events/s, %s watchers", n(s.FanoutWatchers[0])), unit: "/s", goalRatio: 2, goal: "≥ 2× etcd"},
+		{id: "fanout2", label: fmt.Sprintf("live fan-out events/s, %s watchers", n(s.FanoutWatchers[1])), unit: "/s", goalRatio: 2, goal: "≥ 2× etcd"},
+		{id: "catchup", label: fmt.Sprintf("catch-up events/s, %s revisions to %s watchers from revision 1", n(s.CatchupRevisions), n(s.CatchupWatchers)),
+			unit: "/s", goalRatio: 3, goal: "≥ 3× etcd"},
+		{id: "latency50", label: fmt.Sprintf("put→delivery latency p50, %s watchers", n(s.LatencyWatchers)), unit: "s", lowerBetter: true},
+		{id: "latency99", label: fmt.Sprintf("put→delivery latency p99, %s watchers", n(s.LatencyWatchers)), unit: "s", lowerBetter: true},
+		{id: "memory", label: fmt.Sprintf("server heap per idle watcher, %s watchers", n(s.MemWatchers)), unit: "B", lowerBetter: true,
+			goalMax: 1024, goal: "≤ 1 KiB"},
+		{id: "pollcpu", label: "polling: server CPU per delivered change (" + poll + ")", unit: "cpu", lowerBetter: true},
+		{id: "pollbytes", label: "polling: bytes sent per delivered change", unit: "B", lowerBetter: true},
+		{id: "watchcpu", label: "watching: server CPU per delivered change (same clients and writes)", unit: "cpu", lowerBetter: true},
+		{id: "watchbytes", label: "watching: bytes sent per delivered change", unit: "B", lowerBetter: true},
+		{id: "check", label: fmt.Sprintf("checker: linearizability.Check, %s-op history", n(s.CheckOps)), unit: "s", lowerBetter: true, wsOnly: true,
+			goalMax: 10 * float64(s.CheckOps) / 100_000, goal: fmt.Sprintf("< %.3g s", 10*float64(s.CheckOps)/100_000)},
+		{id: "validate", label: fmt.Sprintf("checker: watch validation events/s, %s events", n(s.ValidateEvents)), unit: "/s", wsOnly: true,
+			goalMin: 200_000, goal: fmt.Sprintf("%s events in < %.3g s", n(s.ValidateEvents), float64(s.ValidateEvents)/200_000)},
+		{id: "informer", label: fmt.Sprintf("checker: informer events/s, Reflector → DeltaFIFO → Indexer → handler, %s changes", n(s.InformerEvents)),
+			unit: "/s", wsOnly: true},
+	}
+}
+
+// format prints a value of the metric.
+func (d metricDef) format(v float64) string {
+	switch d.unit {
+	case "/s":
+		return rate(v)
+	case "s":
+		switch {
+		case v >= 1:
+			return fmt.Sprintf("%.2f s", v)
+		case v >= 0.001:
+			return fmt.Sprintf("%.3g ms", v*1e3)
+		}
+		return fmt.Sprintf("%.3g µs", v*1e6)
+	case "cpu":
+		return fmt.Sprintf("%.3g µs", v*1e6)
+	case "B":
+		if v >= 10_000 {
+			return fmt.Sprintf("%.1f KiB", v/1024)
+		}
+		return fmt.Sprintf("%.0f B", v)
+	}
+	return strconv.FormatFloat(v, 'g', 4, 64)
+}
+
+// rate prints a per-second figure with three significant digits.
+func rate(v float64) string {
+	switch {
+	case v >= 1e6:
+		return fmt.Sprintf("%.3gM", v/1e6)
+	case v >= 1e4:
+		return fmt.Sprintf("%.3gk", v/1e3)
+	}
+	return thousands(math.Round(v))
+}
+
+// thousands prints an integer with comma separators.
+func thousands(v float64) string {
+	s := strconv.FormatInt(int64(v), 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+// Row is one figure of the report.
+type Row struct {
+	ID, Metric string
+	// WS and Etcd are the per-round values; WSMedian and EtcdMedian their
+	// medians (NaN when not measured).
+	WS, Etcd             []float64
+	WSMedian, EtcdMedian float64
+	// Ratio is above 1 where watchspec does better (NaN when not measured).
+	Ratio float64
+	// Goal states the target, if any; Met says whether it was met (nil: not
+	// judged).
+	Goal string
+	Met  *bool
+	// Errors of the rounds that failed, by system.
+	WSErr, EtcdErr []string
+
+	def metricDef
+}
+
+// Machine describes where the run took place.
+type Machine struct {
+	CPU                   string
+	Cores                 int
+	Memory                string
+	GoVersion             string
+	EtcdVersion           string
+	OS                    string
+	LoadBefore, LoadAfter string
+	Fsync                 string // the disk's fdatasync rate, if measured
+}
+
+// Report is the result of a run.
+type Report struct {
+	Config  Config
+	Date    time.Time
+	Machine Machine
+	Rows    []*Row
+	Notes   []string
+	Elapsed time.Duration
+}
+
+func newReport(cfg Config) *Report {
+	r := &Report{Config: cfg, Date: time.Now()}
+	for _, d := range metricDefs(cfg.Sizes) {
+		r.Rows = append(r.Rows, &Row{ID: d.id, Metric: d.label, Goal: d.goal, def: d})
+	}
+	return r
+}
+
+func (r *Report) row(id string) *Row {
+	for _, row := range r.Rows {
+		if row.ID == id {
+			return row
+		}
+	}
+	panic("bench: no metric " + id)
+}
+
+func (r *Report) def(id string) metricDef { return r.row(id).def }
+
+func (r *Report) add(id, kind string, v float64) {
+	row := r.row(id)
+	if kind == KindEtcd {
+		row.Etcd = append(row.Etcd, v)
+	} else {
+		row.WS = append(row.WS, v)
+	}
+}
+
+func (r *Report) fail(ids []string, kind string, err error) {
+	for _, id := range ids {
+		row := r.row(id)
+		if kind == KindEtcd {
+			row.EtcdErr = append(row.EtcdErr, err.Error())
+		} else {
+			row.WSErr = append(row.WSErr, err.Error())
+		}
+	}
+}
+
+func (r *Report) addNote(workload, kind, note string) {
+	r.Notes = append(r.Notes, fmt.Sprintf("%s, %s: %s", workload, systemName(kind), note))
+}
+
+func systemName(kind string) string {
+	if kind == KindEtcd {
+		return "etcd"
+	}
+	return "watchspec"
+}
+
+// Failed lists the measurements that failed.
+func (r *Report) Failed() []string {
+	var out []string
+	for _, row := range r.Rows {
+		for _, e := range row.WSErr {
+			out = append(out, fmt.Sprintf("%s (watchspec): %s", row.Metric, e))
+		}
+		for _, e := range row.EtcdErr {
+			out = append(out, fmt.Sprintf("%s (etcd): %s", row.Metric, e))
+		}
+	}
+	return out
+}
+
+func median(vs []float64) float64 {
+	if len(vs) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(vs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func (r *Report) finish() {
+	for _, row := range r.Rows {
+		d := row.def
+		row.WSMedian, row.EtcdMedian = median(row.WS), median(row.Etcd)
+		row.Ratio = math.NaN()
+		if !d.wsOnly && row.WSMedian > 0 && row.EtcdMedian > 0 {
+			if d.lowerBetter {
+				row.Ratio = row.EtcdMedian / row.WSMedian
+			} else {
+				row.Ratio = row.WSMedian / row.EtcdMedian
+			}
+		}
+		var met *bool
+		judge := func(ok bool) { met = &ok }
+		switch {
+		case d.goalRatio > 0 && !math.IsNaN(row.Ratio):
+			judge(row.Ratio >= d.goalRatio)
+		case d.goalMax > 0 && !math.IsNaN(row.WSMedian):
+			judge(row.WSMedian <= d.goalMax)
+		case d.goalMin > 0 && !math.IsNaN(row.WSMedian):
+			judge(row.WSMedian >= d.goalMin)
+		}
+		row.Met = met
+	}
+}
+
+func (row *Row) cell(kind string) string {
+	d := row.def
+	vals, med, errs := row.WS, row.WSMedian, row.WSErr
+	if kind == KindEtcd {
+		if d.wsOnly {
+			return "—"
+		}
+		vals, med, errs = row.Etcd, row.EtcdMedian, row.EtcdErr
+	}
+	switch {
+	case len(vals) > 0:
+		return d.format(med)
+	case len(errs) > 0:
+		return "failed"
+	}
+	return "not measured"
+}
+
+func (row *Row) ratioCell() string {
+	if math.IsNaN(row.Ratio) {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f", row.Ratio)
+}
+
+// Table returns the markdown table: metric | watchspec | etcd | ratio.
+func (r *Report) Table() string {
+	var b strings.Builder
+	b.WriteString(Header + "\n|---|---:|---:|---:|\n")
+	for _, row := range r.Rows {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", row.Metric, row.cell(KindReference), row.cell(KindEtcd), row.ratioCell())
+	}
+	return b.String()
+}
+
+// Targets returns the targets as a markdown list, each marked met or missed.
+func (r *Report) Targets() string {
+	var b strings.Builder
+	for _, row := range r.Rows {
+		if row.Goal == "" {
+			continue
+		}
+		verdict := "not judged (not measured"
+		if !row.def.wsOnly && row.def.goalRatio > 0 && !r.Config.VsEtcd {
+			verdict += "; needs --vs-etcd"
+		}
+		verdict += ")"
+		if row.Met != nil {
+			verdict = "**missed**"
+			if *row.Met {
+				verdict = "met"
+			}
+		}
+		got := row.cell(KindReference)
+		if row.def.goalRatio > 0 {
+			got = row.ratioCell() + "×"
+		}
+		fmt.Fprintf(&b, "- %s — goal %s, got %s: %s\n", row.Metric, row.Goal, got, verdict)
+	}
+	return b.String()
+}
+
+// describeMachine reads the machine's description.
+func describeMachine() Machine {
+	m := Machine{GoVersion: runtime.Version(), EtcdVersion: version.Version, OS: runtime.GOOS + "/" + runtime.GOARCH,
+		LoadBefore: loadAverage(), Cores: runtime.NumCPU()}
+	if f, err := os.Open("/proc/cpuinfo"); err == nil {
+		cores := 0
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			k, v, ok := strings.Cut(sc.Text(), ":")
+			if !ok {
+				continue
+			}
+			switch strings.TrimSpace(k) {
+			case "model name":
+				if m.CPU == "" {
+					m.CPU = strings.TrimSpace(v)
+				}
+			case "processor":
+				cores++
+			}
+		}
+		f.Close()
+		if cores > 0 {
+			m.Cores = cores
+		}
+	}
+	if m.CPU == "" {
+		m.CPU = "unknown"
+	}
+	m.Memory = "unknown"
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(l); len(f) >= 2 && f[0] == "MemTotal:" {
+				if kb, err := strconv.ParseFloat(f[1], 64); err == nil {
+					m.Memory = fmt.Sprintf("%.1f GiB", kb/(1<<20))
+				}
+			}
+		}
+	}
+	return m
+}
+
+// loadAverage returns the 1, 5 and 15-minute load averages.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// MetricLabels returns the metric column of every row the report has for
+// the given sizes, in order.
+func MetricLabels(s Sizes) []string {
+	var out []string
+	for _, d := range metricDefs(s) {
+		out = append(out, d.label)
+	}
+	return out
+}
