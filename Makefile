@@ -3,7 +3,7 @@ GO ?= go
 PKGS ?= ./...
 FUZZTIME ?= 10s
 
-.PHONY: all test vet fmt fuzz bench cover ci
+.PHONY: all test vet fmt fuzz bench bench-compare cover ci crash slow
 
 all: vet test
 
@@ -26,6 +26,24 @@ fuzz:
 # Benchmarks; compare two runs with benchstat.
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+# The reference server side by side with an embedded etcd (6-10 minutes on
+# 2 cores): prints the table and writes docs/PERFORMANCE.md and
+# docs/performance.svg. BENCHFLAGS adds flags, e.g. BENCHFLAGS=--quick.
+BENCHFLAGS ?=
+bench-compare:
+	$(GO) run ./cmd/watchspec bench --vs-etcd $(BENCHFLAGS)
+
+# The crash test at full strength: CRASH_TRIALS SIGKILLs of the store under
+# concurrent writers and compactions (go test runs 20).
+CRASH_TRIALS ?= 200
+crash:
+	CRASH_TRIALS=$(CRASH_TRIALS) $(GO) test ./impl/mvcc -run '^TestCrash$$' -count=1 -v -timeout 30m
+
+# The slow-consumer test at full size (10,000 watchers, 100,000 events), without
+# the race detector (go test -race runs it scaled down).
+slow:
+	$(GO) test ./proptest -run '^TestSlowConsumers$$' -count=1 -v -timeout 30m -slow.full
 
 cover:
 	$(GO) test -count=1 -coverprofile=cover.out $(PKGS)

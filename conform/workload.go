@@ -66,6 +66,10 @@ type Config struct {
 	System, SystemVersion string
 	// Profile names the allowances the trace is to be checked under.
 	Profile string
+	// Workload is the shape of the requests: "" (WorkloadFull) uses the
+	// whole etcd KV and watch API; "kubernetes" (WorkloadKubernetes) only
+	// what the Kubernetes apiserver's etcd3 storage sends (kubernetes.go).
+	Workload string
 	// Restart, when set, is called every RestartEvery to restart the
 	// server; clients must ride through it.
 	Restart      func(context.Context) error
@@ -102,8 +106,19 @@ func (c *Config) defaults() error {
 	if c.Progress == nil {
 		c.Progress = func(string, ...any) {}
 	}
+	switch c.Workload {
+	case WorkloadFull, WorkloadKubernetes:
+	default:
+		return fmt.Errorf("unknown workload %q (known: %q, %q)", c.Workload, WorkloadFull, WorkloadKubernetes)
+	}
 	return nil
 }
+
+// The workload shapes of [Config.Workload].
+const (
+	WorkloadFull       = ""
+	WorkloadKubernetes = "kubernetes"
+)
 
 // Stats counts what a run did.
 type Stats struct {
@@ -159,8 +174,15 @@ func Record(ctx context.Context, cfg Config, out io.Writer) (Stats, error) {
 	if existing.Count > 0 {
 		return Stats{}, fmt.Errorf("%d keys already exist under %q: conform needs a prefix no one else uses", existing.Count, cfg.Prefix)
 	}
+	tool := "watchspec conform"
+	if cfg.Workload == WorkloadKubernetes {
+		if err := checkCompactKeyAbsent(ctx, probe); err != nil {
+			return Stats{}, err
+		}
+		tool += " --workload " + cfg.Workload
+	}
 	w, err := traces.NewWriter(out, traces.Header{System: cfg.System, SystemVersion: cfg.SystemVersion,
-		Tool: "watchspec conform", Seed: cfg.Seed, Profile: cfg.Profile, UniqueValues: true, BaseRevision: existing.Header.Revision})
+		Tool: tool, Seed: cfg.Seed, Profile: cfg.Profile, UniqueValues: true, BaseRevision: existing.Header.Revision})
 	if err != nil {
 		return Stats{}, err
 	}
@@ -211,14 +233,28 @@ func (r *run) run(ctx context.Context) error {
 			}
 		}()
 	}
+	kube := r.cfg.Workload == WorkloadKubernetes
 	for i := range r.cfg.Clients {
-		spawn(func() error { return r.kvClient(workCtx, i) })
+		if kube {
+			spawn(func() error { return r.kubeClient(workCtx, i) })
+		} else {
+			spawn(func() error { return r.kvClient(workCtx, i) })
+		}
 	}
 	for i := range r.cfg.Watchers {
-		spawn(func() error { return r.watcher(workCtx, i) })
+		if kube {
+			spawn(func() error { return r.kubeWatcher(workCtx, i) })
+		} else {
+			spawn(func() error { return r.watcher(workCtx, i) })
+		}
 	}
 	if r.cfg.CompactEvery > 0 {
-		spawn(func() error { return r.compactor(workCtx) })
+		if kube {
+			spawn(func() error { return r.kubeCompactor(workCtx) })
+			spawn(func() error { return r.compactKeyWatcher(workCtx) })
+		} else {
+			spawn(func() error { return r.compactor(workCtx) })
+		}
 	}
 	if r.cfg.Restart != nil && r.cfg.RestartEvery > 0 {
 		spawn(func() error { return r.restarter(workCtx) })
@@ -402,8 +438,12 @@ func (r *run) finalWrite(ctx context.Context) (int64, error) {
 	defer cli.Close()
 	c := r.rec.Client(cli)
 	for attempt := 0; attempt < 10; attempt++ {
-		resp, err := r.do(ctx, c, kv.Request{Put: &kv.PutRequest{Key: r.prefix + "final", Value: r.value(-1)}})
-		if err == nil && resp.Err == nil {
+		req := kv.Request{Put: &kv.PutRequest{Key: r.prefix + "final", Value: r.value(-1)}}
+		if r.cfg.Workload == WorkloadKubernetes {
+			req = kubeCreate(r.prefix+"final", r.value(-1))
+		}
+		resp, err := r.do(ctx, c, req)
+		if err == nil && resp.Err == nil && (resp.Txn == nil || resp.Txn.Succeeded) {
 			return resp.Revision, nil
 		}
 		time.Sleep(200 * time.Millisecond)
@@ -449,15 +489,16 @@ func (r *run) watcher(ctx context.Context, i int) error {
 		default:
 			req.StartRevision = max(1, low-rng.Int64N(5)) // at or below the compaction
 		}
-		resumeFrom = r.session(ctx, cli, c, rng, req)
+		resumeFrom, _ = r.session(ctx, cli, c, rng, req)
 	}
 	return nil
 }
 
 // session runs one watch for a while and returns the revision to resume
 // from: after the last one seen, or the compaction revision after a
-// compaction cancel (the caller then relists, in Kubernetes terms).
-func (r *run) session(ctx context.Context, cli *clientv3.Client, c *record.Client, rng *rand.Rand, req watch.Request) int64 {
+// compaction cancel (the caller then relists, in Kubernetes terms), and
+// whether the watch was cancelled for compaction.
+func (r *run) session(ctx context.Context, cli *clientv3.Client, c *record.Client, rng *rand.Rand, req watch.Request) (int64, bool) {
 	sctx, cancel := context.WithTimeout(ctx, time.Duration(200+rng.IntN(1800))*time.Millisecond)
 	defer cancel()
 	r.stats.watches.Add(1)
@@ -489,13 +530,13 @@ func (r *run) session(ctx context.Context, cli *clientv3.Client, c *record.Clien
 		select {
 		case resp, ok := <-w.C:
 			if !ok {
-				return next
+				return next, false
 			}
 			r.stats.responses.Add(1)
 			r.stats.events.Add(int64(len(resp.Events)))
 			switch {
 			case resp.CompactRevision != 0:
-				return resp.CompactRevision
+				return resp.CompactRevision, true
 			case len(resp.Events) > 0:
 				next = resp.Events[len(resp.Events)-1].KV.ModRevision + 1
 			case resp.IsProgressNotify() && resp.Revision >= next:

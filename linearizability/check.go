@@ -45,6 +45,10 @@ type Options struct {
 	HTMLDir string
 	// Progress, when set, is told what the check is doing.
 	Progress func(format string, args ...any)
+	// Profile names the profile of allowances to check under (docs/SPEC.md
+	// §9): "" means the one the trace's header names, if any; NoProfile
+	// ("none") means full conformance whatever the header says.
+	Profile string
 }
 
 // Verdict is the outcome of the linearizability check.
@@ -81,6 +85,9 @@ type Result struct {
 	Ops, Watches, WatchResponses int
 	// Informer says the trace holds an informer run (docs/SPEC.md §4–§5).
 	Informer bool
+	// Profile is the profile the trace was checked under (nil: full
+	// conformance).
+	Profile *Profile
 }
 
 // op is one operation prepared for checking.
@@ -94,28 +101,37 @@ type op struct {
 }
 
 // Check checks one trace. It returns an error only when the trace cannot be
-// checked at all (for instance it needs the unique-values promise for a
-// feature it uses); broken properties are in the Result.
+// checked at all (for instance it names an unknown profile); broken
+// properties are in the Result.
 func Check(t *traces.Trace, opts Options) (*Result, error) {
 	if opts.Timeout == 0 {
 		opts.Timeout = 5 * time.Minute
 	}
+	name := opts.Profile
+	if name == "" {
+		name = t.Header.Profile
+	}
+	profile, err := LookupProfile(name)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", t.Name, err)
+	}
+	a := allowOf(profile)
 	progress := opts.Progress
 	if progress == nil {
 		progress = func(string, ...any) {}
 	}
-	res := &Result{Trace: t.Name, Checks: map[spec.Property]int{}, Ops: len(t.Ops), Watches: len(t.Watches), Informer: t.K8s != nil}
+	res := &Result{Trace: t.Name, Checks: map[spec.Property]int{}, Ops: len(t.Ops), Watches: len(t.Watches), Informer: t.K8s != nil, Profile: profile}
 	for _, w := range t.Watches {
 		res.WatchResponses += len(w.Responses)
 	}
 	seen := observedPuts(t)
 	res.checkWriteRevisions(t, seen)
 
-	ops := prepare(t, seen)
+	ops := prepare(t, seen, a)
 	progress("%s: linearizing %d operations", t.Name, len(ops))
 	res.Checks[spec.Linearizable]++
 	start := kv.Start(t.Header.BaseRevision)
-	final, ok := revisionOrder(ops, start)
+	final, ok := revisionOrder(ops, start, a)
 	if ok {
 		res.Verdict, res.Method = Linearizable, "revision order"
 	} else {
@@ -136,7 +152,7 @@ func Check(t *traces.Trace, opts Options) (*Result, error) {
 			}
 		}()
 		var err error
-		final, err = res.porcupine(ops, start, opts)
+		final, err = res.porcupine(ops, start, opts, a)
 		close(done)
 		if err != nil {
 			return nil, err
@@ -146,7 +162,7 @@ func Check(t *traces.Trace, opts Options) (*Result, error) {
 		return res, nil
 	}
 	progress("%s: validating %d watches (%d responses)", t.Name, len(t.Watches), res.WatchResponses)
-	res.validateWatches(t, final)
+	res.validateWatches(t, final, a)
 	if t.K8s != nil {
 		progress("%s: checking the informer run (%d entries)", t.Name, len(t.K8s.Entries))
 		h, err := k8s.NewHistory(res.History)
@@ -263,14 +279,14 @@ func isRead(r kv.Request) bool {
 // write of unknown outcome whose unique value a watch delivered is pinned to
 // that revision, and its return time bounded by the first operation known to
 // have seen that revision (the write took effect before it).
-func prepare(t *traces.Trace, seen map[[2]string][]int64) []*op {
+func prepare(t *traces.Trace, seen map[[2]string][]int64, a allow) []*op {
 	var ops []*op
 	for i := range t.Ops {
 		o := &t.Ops[i]
 		p := &op{t: o, call: o.Call, ret: o.Return}
 		switch {
 		case o.Response != nil:
-			p.out.Response = o.Response
+			p.out.Response = a.normalize(o.Response)
 		case isRead(o.Request):
 			continue
 		default:
@@ -316,7 +332,7 @@ func prepare(t *traces.Trace, seen map[[2]string][]int64) []*op {
 // revisionOrder tries to linearize in the order the revisions dictate; see
 // the package documentation. It returns the final state when that order is
 // a linearization.
-func revisionOrder(ops []*op, start kv.State) (kv.State, bool) {
+func revisionOrder(ops []*op, start kv.State, a allow) (kv.State, bool) {
 	// Revisions known to exist, to place operations without one.
 	var known []*op
 	for _, p := range ops {
@@ -441,7 +457,7 @@ func revisionOrder(ops []*op, start kv.State) (kv.State, bool) {
 	}
 	states := States{start}
 	for _, p := range order {
-		if states = Step(states, p.t.Request, p.out); len(states) != 1 {
+		if states = a.step(states, p.t.Request, p.out); len(states) != 1 {
 			return kv.State{}, false
 		}
 	}
@@ -450,12 +466,12 @@ func revisionOrder(ops []*op, start kv.State) (kv.State, bool) {
 
 // porcupine decides linearizability by search, sets the verdict, writes the
 // visualisation of a failure, and returns the final state of a linearization.
-func (res *Result) porcupine(ops []*op, start kv.State, opts Options) (kv.State, error) {
+func (res *Result) porcupine(ops []*op, start kv.State, opts Options, a allow) (kv.State, error) {
 	history := make([]porcupine.Operation, len(ops))
 	for i, p := range ops {
 		history[i] = porcupine.Operation{ClientId: p.t.Client, Input: p.t.Request, Call: p.call, Output: p.out, Return: p.ret, Metadata: i}
 	}
-	model := NewModel(start)
+	model := a.model(start)
 	model.DescribeOperationMetadata = func(info any) string {
 		p := ops[info.(int)]
 		return fmt.Sprintf("line %d", p.t.Line)
@@ -486,7 +502,7 @@ func (res *Result) porcupine(ops []*op, start kv.State, opts Options) (kv.State,
 	// are then checked against every write that may have happened).
 	states := States{start}
 	for _, id := range longest(info.PartialLinearizations()) {
-		states = Step(states, ops[id].t.Request, ops[id].out)
+		states = a.step(states, ops[id].t.Request, ops[id].out)
 	}
 	if len(states) == 0 {
 		return kv.State{}, fmt.Errorf("porcupine's linearization does not replay: a checker bug")
@@ -562,14 +578,24 @@ func requestKeys(r kv.Request) []string {
 // validateWatches checks every watch stream against the committed history of
 // final. Compactions are made known to the validators at their call time (the
 // most lenient choice, see docs/SPEC.md §3), and responses are fed in the
-// order they were received.
-func (res *Result) validateWatches(t *traces.Trace, final kv.State) {
+// order they were received. Under IgnoresCompaction no compaction is made
+// known (none took effect); under UntrackedVersions the validators see every
+// Version as 0, in the history and in the responses.
+func (res *Result) validateWatches(t *traces.Trace, final kv.State, a allow) {
 	full := final.History()
 	h := &kv.History{}
 	h.SetBase(full.Base())
 	for _, c := range full.Commits() {
+		if a.untrackedVersions {
+			z := kv.Commit{Revision: c.Revision, Events: make([]kv.Event, len(c.Events))}
+			for i, e := range c.Events {
+				z.Events[i] = zeroEvent(e)
+			}
+			c = z
+		}
 		h.Append(c)
 	}
+	h.Skip(full.Head())
 	res.History = full
 	type item struct {
 		time    int64
@@ -579,7 +605,7 @@ func (res *Result) validateWatches(t *traces.Trace, final kv.State) {
 	}
 	var timeline []item
 	for _, o := range t.Ops {
-		if o.Request.Compact == nil {
+		if o.Request.Compact == nil || a.ignoreCompaction {
 			continue
 		}
 		rev := o.Request.Compact.Revision
@@ -613,7 +639,15 @@ func (res *Result) validateWatches(t *traces.Trace, final kv.State) {
 		}
 		w := t.Watches[it.w]
 		r := w.Responses[it.r]
-		for _, v := range validators[it.w].Observe(r.Response) {
+		resp := r.Response
+		if a.untrackedVersions && len(resp.Events) > 0 {
+			evs := make([]kv.Event, len(resp.Events))
+			for i, e := range resp.Events {
+				evs[i] = zeroEvent(e)
+			}
+			resp.Events = evs
+		}
+		for _, v := range validators[it.w].Observe(resp) {
 			res.Violations = append(res.Violations, Violation{Violation: v,
 				Where: fmt.Sprintf("watch %d of client %d (line %d), response at line %d", w.ID, w.Client, w.Line, r.Line)})
 		}

@@ -31,7 +31,7 @@ func properties(vs []Violation) []spec.Property {
 
 // porcupineVerdict asks porcupine alone.
 func porcupineVerdict(t *traces.Trace) porcupine.CheckResult {
-	ops := prepare(t, observedPuts(t))
+	ops := prepare(t, observedPuts(t), allow{})
 	history := make([]porcupine.Operation, len(ops))
 	for i, p := range ops {
 		history[i] = porcupine.Operation{ClientId: p.t.Client, Input: p.t.Request, Call: p.call, Output: p.out, Return: p.ret}
@@ -86,7 +86,7 @@ func TestRevisionOrderAgreesWithPorcupine(t *testing.T) {
 			corrupt(rt, tr)
 		}
 		want := porcupineVerdict(tr)
-		_, fast := revisionOrder(prepare(tr, observedPuts(tr)), kv.State{})
+		_, fast := revisionOrder(prepare(tr, observedPuts(tr), allow{}), kv.State{}, allow{})
 		if fast && want != porcupine.Ok {
 			rt.Fatalf("the revision order accepted a history porcupine rejects")
 		}

@@ -59,24 +59,49 @@ func newStates(ss []kv.State) States {
 //     request applied (if the model accepts it, and the revision it would
 //     create is not one the output rules out).
 //
-// It is pure: the input states are not modified.
+// It is pure: the input states are not modified. It checks for full
+// conformance; a profile's allowances relax it (see [Profile]).
 func Step(states States, req kv.Request, out Output) States {
+	return allow{}.step(states, req, out)
+}
+
+// step is Step under the allowances. With RevisionGaps, a response whose
+// revision is above a state's is also tried from that state advanced
+// (kv.State.Skip) to just below it — for a write — or to it — for a read —
+// and an unknown write pinned at revision r from the state advanced to
+// r − 1.
+func (a allow) step(states States, req kv.Request, out Output) States {
 	next := make([]kv.State, 0, len(states)+1)
-	for _, s := range states {
-		applied, resp := kv.Step(s, req)
-		switch {
-		case out.Response != nil:
-			if kv.SameResponse(resp, *out.Response) {
-				next = append(next, applied)
+	for _, s0 := range states {
+		from := []kv.State{s0}
+		if a.gaps {
+			switch {
+			case out.Response != nil && out.Response.Err == nil && out.Response.Revision > s0.Revision():
+				if r := out.Response.Revision; r-1 > s0.Revision() {
+					from = append(from, s0.Skip(r-1), s0.Skip(r))
+				} else {
+					from = append(from, s0.Skip(r))
+				}
+			case out.Response == nil && out.Pinned-1 > s0.Revision():
+				from = []kv.State{s0.Skip(out.Pinned - 1)}
 			}
-		case out.Pinned > 0:
-			if resp.Err == nil && applied.Revision() == out.Pinned && applied.Revision() > s.Revision() {
-				next = append(next, applied)
-			}
-		default:
-			next = append(next, s)
-			if resp.Err == nil && !out.NotAt[applied.Revision()] {
-				next = append(next, applied)
+		}
+		for _, s := range from {
+			applied, resp := a.modelStep(s, req)
+			switch {
+			case out.Response != nil:
+				if a.same(req, resp, *out.Response) {
+					next = append(next, applied)
+				}
+			case out.Pinned > 0:
+				if resp.Err == nil && applied.Revision() == out.Pinned && applied.Revision() > s.Revision() {
+					next = append(next, applied)
+				}
+			default:
+				next = append(next, s)
+				if resp.Err == nil && !out.NotAt[applied.Revision()] {
+					next = append(next, applied)
+				}
 			}
 		}
 	}
@@ -118,6 +143,11 @@ func (ss States) equal(o States) bool {
 // whole history at once; [Hash] keeps porcupine's cache cheap, and the
 // checker cuts the history in time where that is sound (see [Check]).
 func NewModel(init ...kv.State) porcupine.Model {
+	return allow{}.model(init...)
+}
+
+// model is NewModel under the allowances.
+func (a allow) model(init ...kv.State) porcupine.Model {
 	if len(init) == 0 {
 		init = []kv.State{{}}
 	}
@@ -125,7 +155,7 @@ func NewModel(init ...kv.State) porcupine.Model {
 	return porcupine.Model{
 		Init: func() any { return start },
 		Step: func(state, input, output any) (bool, any) {
-			next := Step(state.(States), input.(kv.Request), output.(Output))
+			next := a.step(state.(States), input.(kv.Request), output.(Output))
 			return len(next) > 0, next
 		},
 		Equal: func(a, b any) bool { return a.(States).equal(b.(States)) },

@@ -65,7 +65,9 @@ type (
 		Prefix  Bytes            `json:"prefix"`
 		Options wireWatchOptions `json:"options"`
 		Before  int64            `json:"before"`
-		Status  *wireStatus      `json:"status,omitempty"`
+		// CompactRevision is the store's compaction revision when the watch was answered, if known.
+		CompactRevision int64       `json:"compact_revision,omitempty"`
+		Status          *wireStatus `json:"status,omitempty"`
 	}
 	wireK8sEvent struct {
 		Type             string      `json:"type"`
@@ -227,7 +229,7 @@ func readK8sRecord(t *Trace, typ string, line []byte) error {
 		if *r.Watch != len(run.Watches) {
 			return fmt.Errorf("k8s watches are numbered from 0 in order: expected %d, found %d", len(run.Watches), *r.Watch)
 		}
-		run.Watches = append(run.Watches, k8s.WatchCall{Prefix: string(r.Prefix), Before: r.Before, Status: fromWireStatus(r.Status),
+		run.Watches = append(run.Watches, k8s.WatchCall{Prefix: string(r.Prefix), Before: r.Before, CompactRevision: r.CompactRevision, Status: fromWireStatus(r.Status),
 			Options: k8s.WatchOptions{ResourceVersion: r.Options.ResourceVersion, ResourceVersionMatch: r.Options.ResourceVersionMatch,
 				SendInitialEvents: r.Options.SendInitialEvents, AllowWatchBookmarks: r.Options.AllowWatchBookmarks}})
 	case "k8s_watch_event", "k8s_watch_end":
@@ -444,7 +446,7 @@ func (w *Writer) K8sList(c k8s.ListCall, firstPage int, call, ret int64) error {
 
 // K8sWatch records the creation of k8s watch number id (numbered from 0).
 func (w *Writer) K8sWatch(id int, c k8s.WatchCall, t int64) error {
-	return w.line(k8sWatchRecord{Type: "k8s_watch", Watch: &id, Time: &t, Prefix: Bytes(c.Prefix), Before: c.Before, Status: toWireStatus(c.Status),
+	return w.line(k8sWatchRecord{Type: "k8s_watch", Watch: &id, Time: &t, Prefix: Bytes(c.Prefix), Before: c.Before, CompactRevision: c.CompactRevision, Status: toWireStatus(c.Status),
 		Options: wireWatchOptions{ResourceVersion: c.Options.ResourceVersion, ResourceVersionMatch: c.Options.ResourceVersionMatch,
 			SendInitialEvents: c.Options.SendInitialEvents, AllowWatchBookmarks: c.Options.AllowWatchBookmarks}})
 }

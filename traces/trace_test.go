@@ -233,7 +233,6 @@ func TestMalformed(t *testing.T) {
 		{"negative call", header + "\n" + `{"type":"op","client":1,"call":-5,"request":{"compact":{"revision":1}},"error":"x"}`, `bad.ndjson:2: "call" is negative`},
 		{"response of another kind", header + "\n" + `{"type":"op","client":1,"call":1,"return":2,"request":{"compact":{"revision":1}},"response":{"put":{}}}`, "bad.ndjson:2: the response to a compact carries a put result"},
 		{"no outcome", header + "\n" + `{"type":"op","client":1,"call":1,"return":2,"request":{"compact":{"revision":1}}}`, `bad.ndjson:2: an op needs a "response", or an "error"`},
-		{"txn branch length", header + "\n" + `{"type":"op","client":1,"call":1,"return":2,"request":{"txn":{"success":[{"put":{"key":"a","value":"b"}}]}},"response":{"txn":{"succeeded":true}}}`, "bad.ndjson:2: the txn ran its success branch of 1 ops but the response has 0 results"},
 		{"bad compare", header + "\n" + `{"type":"op","client":1,"call":1,"error":"x","request":{"txn":{"compare":[{"key":"a","target":"colour","result":"="}]}}}`, `bad.ndjson:2: txn compare[0] target "colour" is not one of`},
 		{"bad base64", header + "\n" + `{"type":"op","client":1,"call":1,"error":"x","request":{"put":{"key":{"base64":"!!"},"value":"v"}}}`, "bad.ndjson:2: invalid record"},
 		{"response before watch", header + "\n" + `{"type":"watch_response","client":1,"watch":1,"time":3,"response":{"revision":1}}`, "bad.ndjson:2: response to watch 1 of client 1, which no earlier line created"},

@@ -565,16 +565,10 @@ func fromWireResponse(w *wireResponse, req kv.Request) (*kv.Response, error) {
 	if gotKind != wantKind {
 		return nil, fmt.Errorf("the response to a %s carries a %s result", wantKind, gotKind)
 	}
-	if r.Txn != nil {
-		ops := req.Txn.Failure
-		if r.Txn.Succeeded {
-			ops = req.Txn.Success
-		}
-		if len(ops) != len(r.Txn.Responses) {
-			return nil, fmt.Errorf("the txn ran its %s branch of %d ops but the response has %d results",
-				map[bool]string{true: "success", false: "failure"}[r.Txn.Succeeded], len(ops), len(r.Txn.Responses))
-		}
-	}
+	// A txn response is recorded as the server sent it, even when its
+	// results do not match the branch that ran (kine answers its emulation
+	// of the apiserver's compaction transaction with the header alone): the
+	// checker judges that (docs/SPEC.md §2.5, §2.7).
 	return r, nil
 }
 

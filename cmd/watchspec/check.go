@@ -11,12 +11,16 @@ import (
 	"github.com/watchspec/watchspec/traces"
 )
 
-const checkUsage = `Usage: watchspec check [--html DIR] [--timeout D] TRACE...
+const checkUsage = `Usage: watchspec check [--html DIR] [--timeout D] [--profile NAME] TRACE...
 
 Checks recorded traces (docs/TRACE_FORMAT.md) against docs/SPEC.md: the
 key-value operations for linearizability, the revisions of writes, and every
 watch stream. Prints one line per violation, beginning "FAIL <Property>",
-then a table of the properties checked.
+then the profile in force and a table of the properties checked.
+
+A trace is checked under the profile of allowances its header names, if any
+(docs/SPEC.md §9); --profile NAME checks every trace under NAME instead, and
+--profile none for full conformance.
 
 Exit status: 0 every property holds; 1 a property is violated (or
 linearizability could not be decided in time); 2 a trace is unreadable or
@@ -32,10 +36,15 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	html := fs.String("html", "", "write porcupine's visualisation of a non-linearizable history into `DIR`")
 	timeout := fs.Duration("timeout", 5*time.Minute, "give up searching for a linearization after `D`")
 	quiet := fs.Bool("q", false, "no progress messages on stderr")
+	profile := fs.String("profile", "", "check under the profile `NAME` (docs/SPEC.md §9; \"none\": full conformance; default: the trace's own)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
+		return 2
+	}
+	if _, err := linearizability.LookupProfile(*profile); err != nil {
+		fmt.Fprintf(stderr, "watchspec check: --profile: %v\n", err)
 		return 2
 	}
 	if fs.NArg() == 0 {
@@ -57,7 +66,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		}
 		ts = append(ts, t)
 	}
-	opts := linearizability.Options{Timeout: *timeout, HTMLDir: *html}
+	opts := linearizability.Options{Timeout: *timeout, HTMLDir: *html, Profile: *profile}
 	if !*quiet {
 		opts.Progress = progressTo(stderr)
 	}
@@ -70,7 +79,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		}
 		results = append(results, res)
 	}
-	return report(stdout, results, profileOf(ts))
+	return report(stdout, results)
 }
 
 // progressTo prints progress messages with the time since the start.
@@ -79,14 +88,4 @@ func progressTo(w io.Writer) func(string, ...any) {
 	return func(format string, args ...any) {
 		fmt.Fprintf(w, "[%6.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
 	}
-}
-
-// profileOf names the profile the traces were recorded under ("" for none).
-func profileOf(ts []*traces.Trace) string {
-	for _, t := range ts {
-		if t.Header.Profile != "" {
-			return t.Header.Profile
-		}
-	}
-	return ""
 }

@@ -29,6 +29,10 @@ loopback port with a temporary data directory, and can restart it mid-run
 hold no keys under the run's prefix and have no other writers during the
 run (revisions are store-wide). See docs/CONFORMANCE.md.
 
+--workload kubernetes sends only what the Kubernetes apiserver sends (for a
+store such as kine that implements no more); --profile NAME checks under a
+profile of documented allowances (docs/SPEC.md §9) and implies its workload.
+
 Exit status: 0 every property holds; 1 a property is violated; 2 usage or
 connection error.
 
@@ -47,6 +51,7 @@ type conformFlags struct {
 	restartEvery time.Duration
 	timeout      time.Duration
 	profile      string
+	workload     string
 	quiet        bool
 }
 
@@ -64,7 +69,8 @@ func runConform(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.report, "report", "", "directory for the trace and report (default: a new directory under the system's temporary directory)")
 	fs.DurationVar(&f.restartEvery, "restart-every", 0, "restart the embedded reference server this often (embedded only; 0: never)")
 	fs.DurationVar(&f.timeout, "timeout", 5*time.Minute, "give up searching for a linearization after this long")
-	fs.StringVar(&f.profile, "profile", "", "check under a named profile of allowances (docs/SPEC.md); none means full conformance")
+	fs.StringVar(&f.profile, "profile", "", "check under the profile of allowances `NAME` (docs/SPEC.md §9; default: none, full conformance)")
+	fs.StringVar(&f.workload, "workload", "", "the requests' shape: \"full\" (the whole etcd API) or \"kubernetes\" (only what the apiserver sends); default: the profile's, else full")
 	fs.BoolVar(&f.quiet, "q", false, "no progress messages on stderr")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -75,6 +81,20 @@ func runConform(args []string, stdout, stderr io.Writer) int {
 	if err := f.validate(fs); err != nil {
 		fmt.Fprintf(stderr, "watchspec conform: %v\n", err)
 		return 2
+	}
+	profile, _ := linearizability.LookupProfile(f.profile) // validated
+	workload := conform.WorkloadFull
+	switch {
+	case f.workload == "kubernetes":
+		workload = conform.WorkloadKubernetes
+	case f.workload == "" && profile != nil:
+		workload = profile.Workload
+	}
+	if profile != nil && workload != profile.Workload {
+		fmt.Fprintf(stderr, "watchspec conform: warning: profile %s describes the %q workload, not %q\n", profile.Name, profile.Workload, f.workload)
+	}
+	if profile == nil {
+		f.profile = ""
 	}
 	if f.seed == 0 {
 		f.seed = time.Now().UnixNano() % 1_000_000_007
@@ -87,7 +107,7 @@ func runConform(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 
 	cfg := conform.Config{Duration: f.duration, Clients: f.clients, Watchers: f.watchers, CompactEvery: f.compactEvery,
-		Seed: f.seed, Profile: f.profile, Progress: progress}
+		Seed: f.seed, Profile: f.profile, Workload: workload, Progress: progress}
 	if f.compactEvery == 0 {
 		cfg.CompactEvery = -1
 	}
@@ -119,7 +139,7 @@ func runConform(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "watchspec conform: %v\n", err)
 		return 2
 	}
-	progress("seed %d: %d clients, %d watchers, %v against %s", f.seed, f.clients, f.watchers, f.duration, strings.Join(cfg.Endpoints, ","))
+	progress("seed %d: %d clients, %d watchers, %v, %s workload against %s", f.seed, f.clients, f.watchers, f.duration, workloadName(workload), strings.Join(cfg.Endpoints, ","))
 	stats, err := conform.Record(ctx, cfg, out)
 	if cerr := out.Close(); err == nil {
 		err = cerr
@@ -135,15 +155,19 @@ func runConform(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "watchspec conform: reading back the trace: %v\n", err)
 		return 2
 	}
-	res, err := linearizability.Check(t, linearizability.Options{Timeout: f.timeout, HTMLDir: dir, Progress: progress})
+	res, err := linearizability.Check(t, linearizability.Options{Timeout: f.timeout, HTMLDir: dir, Progress: progress, Profile: profileOption(f.profile)})
 	if err != nil {
 		fmt.Fprintf(stderr, "watchspec conform: %v\n", err)
 		return 2
 	}
 	var summary strings.Builder
-	status := report(io.MultiWriter(stdout, &summary), []*linearizability.Result{res}, f.profile)
-	fmt.Fprintf(&summary, "\nseed %d; reproduce the workload with: watchspec conform --seed %d --duration %v --clients %d --watchers %d --compact-every %v\n",
-		f.seed, f.seed, f.duration, f.clients, f.watchers, f.compactEvery)
+	status := report(io.MultiWriter(stdout, &summary), []*linearizability.Result{res})
+	fmt.Fprintf(&summary, "\nseed %d; reproduce the workload with: watchspec conform --seed %d --duration %v --clients %d --watchers %d --compact-every %v --workload %s",
+		f.seed, f.seed, f.duration, f.clients, f.watchers, f.compactEvery, workloadName(workload))
+	if f.profile != "" {
+		fmt.Fprintf(&summary, " --profile %s", f.profile)
+	}
+	fmt.Fprintln(&summary)
 	if err := os.WriteFile(filepath.Join(dir, "report.txt"), []byte(summary.String()), 0o644); err != nil {
 		fmt.Fprintf(stderr, "watchspec conform: %v\n", err)
 		return 2
@@ -174,6 +198,11 @@ func (f *conformFlags) validate(fs *flag.FlagSet) error {
 		return fmt.Errorf("--restart-every must not be negative, not %v", f.restartEvery)
 	case f.restartEvery > 0 && f.endpoints != "":
 		return errors.New("--restart-every restarts the embedded reference server; it cannot restart --endpoints")
+	case f.workload != "" && f.workload != "full" && f.workload != "kubernetes":
+		return fmt.Errorf("--workload %q is neither \"full\" nor \"kubernetes\"", f.workload)
+	}
+	if _, err := linearizability.LookupProfile(f.profile); err != nil {
+		return fmt.Errorf("--profile: %v", err)
 	}
 	for _, e := range strings.Split(f.endpoints, ",") {
 		if f.endpoints != "" && strings.TrimSpace(e) == "" {
@@ -181,4 +210,20 @@ func (f *conformFlags) validate(fs *flag.FlagSet) error {
 		}
 	}
 	return nil
+}
+
+func workloadName(w string) string {
+	if w == conform.WorkloadFull {
+		return "full"
+	}
+	return w
+}
+
+// profileOption is the checker's profile option for --profile: the run is
+// checked under exactly the profile given, none meaning full conformance.
+func profileOption(name string) string {
+	if name == "" {
+		return linearizability.NoProfile
+	}
+	return name
 }

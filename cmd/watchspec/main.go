@@ -29,10 +29,14 @@ var commands = map[string]command{
 	"spec":    {"print the numbered properties of docs/SPEC.md", runSpec},
 	"check":   {"check recorded traces against the specification", runCheck},
 	"conform": {"run the conformance workload against an etcd-v3 endpoint and check it", runConform},
+	"serve":   {"serve the reference store on the etcd v3 gRPC API", runServe},
+	"bench":   {"measure the reference server side by side with etcd", runBench},
+	// Hidden (not in order): one server under test, run by bench.
+	"bench-server": {"", runBenchServer},
 }
 
 // order lists the subcommands in the order help shows them.
-var order = []string{"spec", "check", "conform"}
+var order = []string{"spec", "check", "conform", "serve", "bench"}
 
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {

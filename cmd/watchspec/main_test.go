@@ -119,3 +119,31 @@ func TestCheckWritesHTML(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The README's main command: conform against the embedded reference server
+// completes, prints the table and exits 0; a bad flag exits 2.
+func TestConformEmbedded(t *testing.T) {
+	dir := t.TempDir()
+	code, out, errOut := runCLI("conform", "-q", "--duration", "1s", "--clients", "2", "--watchers", "2", "--report", dir, "--restart-every", "400ms")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{"3.6   Bookmarkable", "profile: none (full conformance)", "report: " + dir} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	for _, f := range []string{"trace.ndjson", "report.txt"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Error(err)
+		}
+	}
+	for _, args := range [][]string{{"conform", "--duration", "0s"}, {"conform", "--clients", "0"}, {"conform", "--endpoints", "x", "--restart-every", "1s"}, {"conform", "extra"}} {
+		if code, _, _ := runCLI(args...); code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+	}
+	if code, _, errOut := runCLI("conform", "-q", "--endpoints", "http://127.0.0.1:1", "--duration", "1s"); code != 2 || errOut == "" {
+		t.Errorf("an unreachable endpoint: exit %d, stderr %q", code, errOut)
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/watchspec/watchspec/linearizability"
@@ -11,7 +12,8 @@ import (
 
 // report prints one FAIL line per violation, then the per-property table,
 // and returns the exit status: 0 when every property holds, 1 otherwise.
-func report(w io.Writer, results []*linearizability.Result, profile string) int {
+// It says which profile each result was checked under, and what it allows.
+func report(w io.Writer, results []*linearizability.Result) int {
 	failed := map[spec.Property]int{}
 	checked := map[spec.Property]int{}
 	status := 0
@@ -44,14 +46,17 @@ func report(w io.Writer, results []*linearizability.Result, profile string) int 
 		fmt.Fprintf(w, "%s: %d operations, %d watches, %d watch responses; %s (%s)\n",
 			r.Trace, r.Ops, r.Watches, r.WatchResponses, r.Verdict, r.Method)
 	}
-	if profile == "" {
-		fmt.Fprintln(w, "profile: none (full conformance)")
-	} else {
-		fmt.Fprintf(w, "profile: %s (allowances in force: NOT full conformance)\n", profile)
+	printProfiles(w, results)
+	informer := false
+	for _, r := range results {
+		informer = informer || r.Informer
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "§\tproperty\tchecked\tverdict")
 	for _, e := range spec.Catalog() {
+		if !informer && kubernetesSection(e.Section) && failed[e.Property] == 0 {
+			continue // the Kubernetes rules need an informer run
+		}
 		verdict := "ok"
 		switch {
 		case failed[e.Property] > 0:
@@ -74,4 +79,42 @@ func anyUnknown(results []*linearizability.Result) bool {
 		}
 	}
 	return false
+}
+
+// kubernetesSection reports whether a section is one of the Kubernetes
+// rules (§4, §5), which only traces with an informer run exercise.
+func kubernetesSection(sec string) bool {
+	return strings.HasPrefix(sec, "4.") || strings.HasPrefix(sec, "5.")
+}
+
+// printProfiles says which profile the results were checked under — one
+// "profile:" line per profile, naming the traces when they differ — and
+// lists each allowance in force with the rule it relaxes (docs/SPEC.md §9).
+func printProfiles(w io.Writer, results []*linearizability.Result) {
+	var order []*linearizability.Profile
+	traces := map[*linearizability.Profile][]string{}
+	for _, r := range results {
+		if _, ok := traces[r.Profile]; !ok {
+			order = append(order, r.Profile)
+		}
+		traces[r.Profile] = append(traces[r.Profile], r.Trace)
+	}
+	for _, p := range order {
+		which := ""
+		if len(order) > 1 {
+			which = " for " + strings.Join(traces[p], ", ")
+		}
+		if p == nil {
+			fmt.Fprintf(w, "profile: none (full conformance)%s\n", which)
+			continue
+		}
+		fmt.Fprintf(w, "profile: %s (allowances in force: NOT full conformance)%s\n", p.Name, which)
+		for _, a := range p.Allowances {
+			var weakens []string
+			for _, prop := range a.Weakens {
+				weakens = append(weakens, prop.Section()+" "+string(prop))
+			}
+			fmt.Fprintf(w, "  allowance %s: relaxes %s (weakens %s)\n", a.Name, a.Rule, strings.Join(weakens, ", "))
+		}
+	}
 }

@@ -146,6 +146,9 @@ func TestCheckList(t *testing.T) {
 		{"gone without compaction", k8s.ListCall{Options: k8s.ListOptions{ResourceVersion: "5", ResourceVersionMatch: "Exact"}, Before: 6, After: 6, Result: gone}, []spec.Property{spec.Expired}},
 		{"consistent list is never gone", k8s.ListCall{Before: 6, After: 6, Result: gone}, []spec.Property{spec.Expired}},
 		{"invalid options answered 400", k8s.ListCall{Options: k8s.ListOptions{ResourceVersionMatch: "Exact"}, Result: k8s.ListResult{Status: &k8s.Status{Code: k8s.StatusBadRequest}}}, nil},
+		// The apiserver's REST layer answers what ValidateListOptions refuses with 422 Invalid.
+		{"invalid options answered 422", k8s.ListCall{Options: k8s.ListOptions{ResourceVersionMatch: "Exact"}, Result: k8s.ListResult{Status: &k8s.Status{Code: k8s.StatusInvalid}}}, nil},
+		{"invalid options answered 410", k8s.ListCall{Options: k8s.ListOptions{ResourceVersionMatch: "Exact"}, Result: gone}, []spec.Property{spec.ListResourceVersion}},
 		{"invalid options served", k8s.ListCall{Options: k8s.ListOptions{ResourceVersionMatch: "Exact"}, Result: ok(6)}, []spec.Property{spec.ListResourceVersion}},
 		{"first page", k8s.ListCall{Options: k8s.ListOptions{Limit: 1}, Before: 6, After: 6,
 			Result: k8s.ListResult{ResourceVersion: 6, Items: objs(h, 6)[:1], Continue: prefix + "a"}}, nil},
@@ -178,7 +181,7 @@ func TestCheckWatch(t *testing.T) {
 		return k8s.FromKV(kv)
 	}
 	deleted := k8s.WatchEvent{Type: k8s.Deleted, Object: k8s.Object{Key: prefix + "b", Value: "b1", ResourceVersion: 6, UID: 3}}
-	yes := true
+	yes, no := true, false
 	watchList := k8s.WatchOptions{SendInitialEvents: &yes, ResourceVersionMatch: "NotOlderThan", AllowWatchBookmarks: true}
 	for _, tc := range []struct {
 		name string
@@ -205,6 +208,31 @@ func TestCheckWatch(t *testing.T) {
 			Events: []k8s.WatchEvent{added(at("c", 6)), added(at("a", 6)), bookmark(6, true)}}, []spec.Property{spec.InitialEventsEnd}},
 		{"watch list without its bookmark", k8s.WatchCall{Options: watchList, Before: 6, After: 6,
 			Events: []k8s.WatchEvent{added(at("a", 6)), added(at("c", 6)), bookmark(6, false)}}, []spec.Property{spec.InitialEventsEnd}},
+		// A watch at "" or "0" without sendInitialEvents, which the apiserver
+		// defaults to a WatchList (SetListOptionsDefaults, WatchList gate on):
+		// judged as the WatchList it became when its stream shows the
+		// annotated end bookmark; as the legacy watch otherwise.
+		{"defaulted to a watch list", k8s.WatchCall{Options: k8s.WatchOptions{AllowWatchBookmarks: true}, Before: 6, After: 6,
+			Events: []k8s.WatchEvent{added(at("a", 6)), added(at("c", 6)), bookmark(6, true)}}, nil},
+		{"defaulted to a watch list, stale", k8s.WatchCall{Options: k8s.WatchOptions{AllowWatchBookmarks: true}, Before: 6, After: 6,
+			Events: []k8s.WatchEvent{added(at("a", 5)), added(at("b", 5)), added(at("c", 5)), bookmark(5, true)}}, []spec.Property{spec.WatchStart}},
+		{"defaulted at 0 to a watch list", k8s.WatchCall{Options: k8s.WatchOptions{ResourceVersion: "0", AllowWatchBookmarks: true}, Before: 6, After: 6,
+			Events: []k8s.WatchEvent{added(at("a", 5)), added(at("b", 5)), added(at("c", 5)), bookmark(5, true), deleted}}, nil},
+		{"legacy state watch, annotation without bookmarks asked", k8s.WatchCall{Options: k8s.WatchOptions{ResourceVersion: "0"}, Before: 6, After: 6,
+			Events: []k8s.WatchEvent{added(at("a", 5)), added(at("b", 5)), added(at("c", 5)), bookmark(5, true)}}, []spec.Property{spec.InitialEventsEnd}},
+		// An Any watch answered before the compaction at 4 may open with
+		// the state at 2 when the recording knows the compaction in force.
+		{"state before a later compaction", k8s.WatchCall{Options: k8s.WatchOptions{ResourceVersion: "0"}, Before: 2, After: 6, CompactRevision: -1,
+			Events: []k8s.WatchEvent{added(at("a", 2)), added(at("b", 3))}}, nil},
+		{"state before a compaction not known", k8s.WatchCall{Options: k8s.WatchOptions{ResourceVersion: "0"}, Before: 2, After: 6,
+			Events: []k8s.WatchEvent{added(at("a", 2)), added(at("b", 3))}}, []spec.Property{spec.WatchStart}},
+		{"state below the compaction in force", k8s.WatchCall{Options: k8s.WatchOptions{ResourceVersion: "0"}, Before: 6, After: 6, CompactRevision: 4,
+			Events: []k8s.WatchEvent{added(at("a", 2))}}, []spec.Property{spec.WatchStart}},
+		// sendInitialEvents=false at "0": no state, starting where the stream starts.
+		{"no state from now", k8s.WatchCall{Options: k8s.WatchOptions{ResourceVersion: "0", SendInitialEvents: &no, ResourceVersionMatch: "NotOlderThan"}, Before: 6, After: 6,
+			Events: []k8s.WatchEvent{added(at("c", 5)), deleted}}, nil},
+		{"no state from now, then a gap", k8s.WatchCall{Options: k8s.WatchOptions{ResourceVersion: "0", SendInitialEvents: &no, ResourceVersionMatch: "NotOlderThan"}, Before: 6, After: 6,
+			Events: []k8s.WatchEvent{modified(at("a", 4)), deleted}}, []spec.Property{spec.Reliable}},
 		{"gone for an old revision", k8s.WatchCall{Options: k8s.WatchOptions{ResourceVersion: "2"}, Before: 6, After: 6,
 			Status: &k8s.Status{Code: k8s.StatusGone}}, nil},
 		{"gone for the present", k8s.WatchCall{Options: k8s.WatchOptions{ResourceVersion: "6"}, Before: 6, After: 6,

@@ -19,8 +19,18 @@ type Status struct {
 const (
 	StatusGone       = 410 // reason Expired: "too old resource version"
 	StatusBadRequest = 400
-	StatusTimeout    = 504 // "Too large resource version": the server is behind
+	// StatusInvalid (422, reason Invalid) is how the apiserver's REST layer
+	// rejects list and watch options that ValidateListOptions refuses
+	// (endpoints/handlers/get.go); the storage layer answers 400.
+	StatusInvalid = 422
+	StatusTimeout = 504 // "Too large resource version": the server is behind
 )
+
+// rejected reports whether s refuses a request as invalid: 400 Bad Request
+// or 422 Invalid.
+func rejected(s *Status) bool {
+	return s != nil && (s.Code == StatusBadRequest || s.Code == StatusInvalid)
+}
 
 // ListCall is one list request and what it returned.
 type ListCall struct {
@@ -115,8 +125,8 @@ func CheckList(h History, c ListCall) []spec.Violation {
 	sem, rv, err := ListSemantic(c.Options)
 	r := c.Result
 	if err != nil {
-		if r.Status == nil || r.Status.Code != StatusBadRequest {
-			fail(spec.ListResourceVersion, nil, "the list options are invalid (%v) but the server did not answer 400", err)
+		if !rejected(r.Status) {
+			fail(spec.ListResourceVersion, nil, "the list options are invalid (%v) but the server did not reject them (400 or 422)", err)
 		}
 		return out
 	}

@@ -43,6 +43,11 @@ type WatchCall struct {
 	// Before and After bound the revision committed when the watch was sent
 	// and when its last event arrived.
 	Before, After int64
+	// CompactRevision is the store's compaction revision when the watch was
+	// answered: −1 when it was never compacted, 0 when unknown (then the
+	// history's latest compaction bounds the state an Any watch may open
+	// with, which is stricter).
+	CompactRevision int64
 	// Status is set when the watch was refused outright.
 	Status *Status
 	Events []WatchEvent
@@ -63,10 +68,22 @@ func CheckWatch(h History, c WatchCall) []spec.Violation {
 	}
 	start, err := WatchSemantic(c.Options)
 	if err != nil {
-		if c.Status == nil || c.Status.Code != StatusBadRequest {
-			fail(spec.WatchStart, nil, nil, "the watch options are invalid (%v) but the server did not answer 400", err)
+		if !rejected(c.Status) && !(len(c.Events) > 0 && rejected(c.Events[0].Status)) {
+			fail(spec.WatchStart, nil, nil, "the watch options are invalid (%v) but the server did not reject them (400 or 422)", err)
 		}
 		return out
+	}
+	if defaulted(c, start) {
+		// The apiserver defaults sendInitialEvents=true and
+		// resourceVersionMatch=NotOlderThan on a watch at resourceVersion
+		// "" or "0" that sets neither, when its WatchList feature is on
+		// (the default since 1.34: apimachinery SetListOptionsDefaults);
+		// the stream then ends its initial events with the annotated
+		// bookmark. Judge such a watch as the request it was defaulted to.
+		o := c.Options
+		t := true
+		o.SendInitialEvents, o.ResourceVersionMatch = &t, "NotOlderThan"
+		start, _ = WatchSemantic(o)
 	}
 	refused := c.Status
 	if refused == nil && len(c.Events) > 0 && c.Events[0].Type == Error {
@@ -98,6 +115,12 @@ func CheckWatch(h History, c WatchCall) []spec.Violation {
 	// The rest is a watch of the prefix from revision from+1.
 	full := h.State.History()
 	req := watch.Request{Key: c.Prefix, RangeEnd: kv.PrefixEnd(c.Prefix), StartRevision: from + 1}
+	if !start.InitialState && start.Semantic == Any {
+		// sendInitialEvents=false at resourceVersion "" or "0": no state
+		// and no revision; the watch starts "from ~now" (the cacher: at
+		// its current revision), where its stream starts.
+		req.StartRevision = 0
+	}
 	v := watch.NewValidator(full, req)
 	for _, e := range events {
 		var r watch.Response
@@ -125,6 +148,22 @@ func CheckWatch(h History, c WatchCall) []spec.Violation {
 		out = append(out, v.Observe(r)...)
 	}
 	return out
+}
+
+// defaulted reports whether the server defaulted sendInitialEvents on
+// watch c (see CheckWatch): a watch at resourceVersion "" or "0" that set
+// neither sendInitialEvents nor resourceVersionMatch, with bookmarks, whose
+// initial ADDED events end with a bookmark annotated k8s.io/initial-events-end.
+func defaulted(c WatchCall, start WatchStart) bool {
+	if !start.InitialState || c.Options.SendInitialEvents != nil || !c.Options.AllowWatchBookmarks {
+		return false
+	}
+	for _, e := range c.Events {
+		if e.Type != Added {
+			return e.Type == Bookmark && e.InitialEventsEnd
+		}
+	}
+	return false
 }
 
 // asKV turns an object back into the key-value the store committed, filling
@@ -173,7 +212,13 @@ func checkInitialState(h History, c WatchCall, start WatchStart,
 		lo = max(lo, c.Before)
 	}
 	if start.Semantic == Any {
+		// Any revision still available when the watch was answered: not
+		// below the compaction then in force (when the recording knows it;
+		// else the history's last, which is stricter).
 		lo = max(h.oldest(), h.State.History().Base())
+		if c.CompactRevision != 0 {
+			lo = max(c.CompactRevision, h.State.History().Base())
+		}
 	}
 	for k := n; k >= 0; k-- {
 		// The state is not newer than what follows it: a bookmark's

@@ -17,6 +17,7 @@ import (
 // A History is not safe for concurrent use.
 type History struct {
 	base        int64 // the revision before the first commit (0 means 1)
+	head        int64 // a head beyond the last commit, recorded by Skip (0: none)
 	commits     []Commit
 	compactions []int64
 	puts        map[putKey][]int64 // lazily built index for FindPut
@@ -66,12 +67,23 @@ func (h *History) Compact(rev int64) error {
 }
 
 // Head returns the highest committed revision: the base revision (1 unless
-// set, see [History.SetBase]) for an empty history.
+// set, see [History.SetBase]) for an empty history, and at least the
+// revision a [History.Skip] reached.
 func (h *History) Head() int64 {
 	if len(h.commits) == 0 {
-		return max(h.base, 1)
+		return max(h.base, 1, h.head)
 	}
-	return h.commits[len(h.commits)-1].Revision
+	return max(h.commits[len(h.commits)-1].Revision, h.head)
+}
+
+// Skip records that the store's revision reached `to` without a commit: the
+// revisions after the head, up to `to`, hold no event (a store that skips
+// revisions, see [State.Skip]). Head returns at least `to` afterwards, and a
+// later commit must be above it. A `to` at or below the head changes nothing.
+func (h *History) Skip(to int64) {
+	if to > h.Head() {
+		h.head = to
+	}
 }
 
 // Base returns the revision the history starts from (1 for a fresh store).

@@ -31,7 +31,8 @@ package kv
 // Here n is the number of distinct keys ever written.
 type State struct {
 	base      int64 // the revision before the first write, less one; 0 means a fresh store (revision 1)
-	writes    int64 // write revisions so far; the revision is 1 + base + writes
+	writes    int64 // write revisions so far; the revision is 1 + base + writes + skipped
+	skipped   int64 // revisions that hold no write (see [State.Skip]); 0 for an etcd-like store
 	compacted bool
 	compact   int64
 	root      *node
@@ -74,7 +75,19 @@ func Start(revision int64) State { return State{base: max(revision, 1) - 1} }
 
 // Revision returns the store's current revision: 1 for a fresh store, and one
 // more for every request that wrote something.
-func (s State) Revision() int64 { return 1 + s.base + s.writes }
+func (s State) Revision() int64 { return 1 + s.base + s.writes + s.skipped }
+
+// Skip returns s with its revision advanced to `to` without any write: the
+// revisions after the current one, up to `to`, hold no event. It models a
+// store that skips revisions, which etcd never does (docs/SPEC.md §2.1): the
+// checker uses it only under the RevisionGaps allowance (§9). A `to` at or
+// below the current revision returns s unchanged. It costs O(1).
+func (s State) Skip(to int64) State {
+	if to > s.Revision() {
+		s.skipped += to - s.Revision()
+	}
+	return s
+}
 
 // CompactRevision returns the revision of the last successful compaction, or
 // -1 when the store was never compacted (etcd allows compacting revision 0,
@@ -136,6 +149,9 @@ func (s State) History() *History {
 		commits[n] = e.commit
 	}
 	h := &History{commits: commits, base: 1 + s.base}
+	if s.skipped > 0 {
+		h.head = s.Revision()
+	}
 	if s.compacted {
 		h.compactions = []int64{s.compact}
 	}
@@ -146,7 +162,7 @@ func (s State) History() *History {
 // the compact revision and every version of every key. Equal States have
 // equal hashes.
 func (s State) Hash() uint64 {
-	h := mix64(s.hash ^ mix64(uint64(s.base+s.writes)))
+	h := mix64(s.hash ^ mix64(uint64(s.base+s.writes+s.skipped)))
 	if s.compacted {
 		h = mix64(h ^ mix64(uint64(s.compact)^0x5bd1e9955bd1e995))
 	}
@@ -158,7 +174,7 @@ func (s State) Hash() uint64 {
 // order of events inside one revision, which only a watch can see, is not
 // compared.)
 func Equal(a, b State) bool {
-	if a.base != b.base || a.writes != b.writes || a.compacted != b.compacted || a.compact != b.compact ||
+	if a.base != b.base || a.writes != b.writes || a.skipped != b.skipped || a.compacted != b.compacted || a.compact != b.compact ||
 		a.hash != b.hash || a.keys != b.keys {
 		return false
 	}
