@@ -135,9 +135,11 @@ func (h *Hub) pass() bool {
 	// A stream with watchers still behind goes again, unless one of them
 	// waits for room: then the reader wakes it (a failed push asked it to).
 	// So every pass serves its lowest watcher or drops its stream until the
-	// reader reads: passes never spin.
+	// reader reads: passes never spin. Re-marking a full stream would: the
+	// next pass reads the same window from the same blocked watcher and
+	// fails the same way until the reader reads.
 	for _, w := range work {
-		if w.state == stUnsynced && !stalled {
+		if w.state == stUnsynced && !stalled && !full[w.s] {
 			h.markReady(w.s)
 		}
 	}

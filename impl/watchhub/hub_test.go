@@ -188,6 +188,47 @@ func TestSlowStreamIsCaughtUpFromHistory(t *testing.T) {
 	}
 }
 
+// SPEC §3.13 Slow watchers: a watch behind whose next revision does not fit
+// in its stream waits for the reader, and the hub's catch-up passes never
+// spin meanwhile (Hub.Step: every pass serves its lowest watcher or drops
+// its stream until the reader reads). Regression for the rapid fail file
+// proptest/testdata/rapid/TestStoreMatchesModel/...-6033.fail: a stream
+// with room for one event, whose lowest watcher needed a revision of more,
+// was marked ready again after every pass although nothing could change
+// until its reader read — Step returned true forever.
+func TestBlockedCatchUpDoesNotSpin(t *testing.T) {
+	s := open(t, watchhub.Options{StreamCapacity: 2})
+	// Revision 2: two events, more than the stream will have room for.
+	if _, err := s.Txn(ctx, mvcc.TxnRequest{Success: []mvcc.Op{{Put: &mvcc.PutRequest{Key: "k1"}}, {Put: &mvcc.PutRequest{Key: "k2"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	ws := s.NewWatchStream(nil)
+	if _, err := ws.Watch(ctx, watchhub.Request{Key: "x"}); err != nil { // live
+		t.Fatal(err)
+	}
+	if _, err := ws.Watch(ctx, watchhub.Request{Key: "k", RangeEnd: "l", StartRevision: 2}); err != nil { // behind
+		t.Fatal(err)
+	}
+	put(t, s, "x", "1") // 3: queued for the live watch; room is left for one event
+	passes := 0
+	for s.Hub().Step() {
+		if passes++; passes > 10 {
+			t.Fatalf("%d catch-up passes while the stream waits for its reader: the hub spins", passes)
+		}
+	}
+	if got := shape(drain(ws)); got != "[c2][c2][x3]" {
+		t.Fatalf("before catch-up: %s", got)
+	}
+	// The reader made room: the waiting watch is caught up, whole revision 2.
+	s.Hub().Flush()
+	if got := shape(drain(ws)); got != "[k12 k22]" {
+		t.Fatalf("after the reader read: %s, want revision 2 whole", got)
+	}
+	if st := s.Hub().Stats(); st.Synced != 2 || st.Unsynced != 0 {
+		t.Fatalf("stats %+v: both watches should be synced", st)
+	}
+}
+
 // SPEC §3.11 CompactedCancel; regression for etcd#17529: many prevKV watches
 // on one starved stream. The watches that compaction overtook are cancelled
 // with CompactRevision — the cancel waits for room like any response, the
