@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"github.com/watchspec/watchspec/internal/histsim"
 	"os"
 	"strconv"
 	"sync/atomic"
@@ -22,7 +23,7 @@ import (
 // every 200 operations, 0.1 % writes of unknown outcome, a collector watch
 // on every key).
 func checkHistory(ops int) *traces.Trace {
-	return simulate(simConfig{ops: ops, clients: 8, compactEvery: 200, unknown: 0.001, watch: true, seed: 1})
+	return histsim.Simulate(histsim.Config{Ops: ops, Clients: 8, CompactEvery: 200, Unknown: 0.001, Watch: true, Seed: 1})
 }
 
 // measureCheck times linearizability.Check on tr (linearization, then
@@ -51,19 +52,8 @@ type validationInput struct {
 
 func newValidationInput(events int) *validationInput {
 	revisions := max(1, events/3)
-	var s kv.State
-	h := &kv.History{}
-	for i := range revisions {
-		s, _ = kv.Step(s, kv.Request{Txn: &kv.TxnRequest{Success: []kv.Op{
-			{Put: &kv.PutRequest{Key: "a", Value: string(rune('a' + i%26))}},
-			{Put: &kv.PutRequest{Key: "b", Value: "x"}},
-			{Put: &kv.PutRequest{Key: "c", Value: "y"}},
-		}}})
-		c, _ := s.LastCommit()
-		h.Append(c)
-	}
-	req := watch.Request{Key: "a", RangeEnd: "d", StartRevision: 1, PrevKV: true}
-	return &validationInput{h: h, req: req, stream: watch.Canonical(h, req, 1), events: revisions * 3}
+	h, req, stream := histsim.ThreeKeyTxns(revisions)
+	return &validationInput{h: h, req: req, stream: stream, events: revisions * 3}
 }
 
 // measureValidation runs a watch.Validator over the stream: events/s.

@@ -1,9 +1,9 @@
 package linearizability
 
 import (
+	"github.com/watchspec/watchspec/internal/histsim"
 	"testing"
 
-	"github.com/watchspec/watchspec/model/kv"
 	"github.com/watchspec/watchspec/model/watch"
 )
 
@@ -27,19 +27,7 @@ func BenchmarkCheck100k(b *testing.B) {
 // 5 s per op.
 func BenchmarkValidateWatchEvents(b *testing.B) {
 	const revisions = 1_000_000 / 3
-	var s kv.State
-	h := &kv.History{}
-	for i := range revisions {
-		s, _ = kv.Step(s, kv.Request{Txn: &kv.TxnRequest{Success: []kv.Op{
-			{Put: &kv.PutRequest{Key: "a", Value: string(rune('a' + i%26))}},
-			{Put: &kv.PutRequest{Key: "b", Value: "x"}},
-			{Put: &kv.PutRequest{Key: "c", Value: "y"}},
-		}}})
-		c, _ := s.LastCommit()
-		h.Append(c)
-	}
-	req := watch.Request{Key: "a", RangeEnd: "d", StartRevision: 1, PrevKV: true}
-	stream := watch.Canonical(h, req, 1)
+	h, req, stream := histsim.ThreeKeyTxns(revisions)
 	b.ResetTimer()
 	for range b.N {
 		v := watch.NewValidator(h, req)

@@ -1,16 +1,11 @@
 package linearizability
 
 import (
-	"fmt"
-	"math/rand/v2"
-	"sort"
-
-	"github.com/watchspec/watchspec/model/kv"
-	"github.com/watchspec/watchspec/model/watch"
+	"github.com/watchspec/watchspec/internal/histsim"
 	"github.com/watchspec/watchspec/traces"
 )
 
-// simConfig shapes a simulated run.
+// simConfig shapes a simulated run (internal/histsim.Config).
 type simConfig struct {
 	ops, clients int
 	compactEvery int     // every n-th operation compacts (0: never)
@@ -19,101 +14,8 @@ type simConfig struct {
 	seed         uint64
 }
 
-// simulate produces a linearizable trace: clients issue requests with
-// overlapping [call, return] intervals, and a simulated server applies each
-// at a random instant inside its interval. Values are unique. A write with
-// an unknown outcome is applied or not, at random. With cfg.watch, a
-// collector watch on every key receives the canonical stream of the final
-// history, each revision shortly after it was committed.
+// simulate produces a linearizable trace (internal/histsim.Simulate).
 func simulate(cfg simConfig) *traces.Trace {
-	rng := rand.New(rand.NewPCG(cfg.seed, cfg.seed^0x5eed))
-	type pending struct {
-		client    int
-		call, ret int64
-		applyAt   int64
-		req       kv.Request
-		unknown   bool
-		apply     bool
-	}
-	var ps []pending
-	clock := make([]int64, cfg.clients)
-	keys := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
-	for i := 0; i < cfg.ops; i++ {
-		c := rng.IntN(cfg.clients)
-		call := clock[c] + 1 + rng.Int64N(5)
-		ret := call + 1 + rng.Int64N(20)
-		clock[c] = ret
-		var req kv.Request
-		k := keys[rng.IntN(len(keys))]
-		switch r := rng.IntN(10); {
-		case cfg.compactEvery > 0 && i%cfg.compactEvery == cfg.compactEvery-1:
-			req.Compact = &kv.CompactRequest{} // revision chosen when applied
-		case r < 5:
-			req.Put = &kv.PutRequest{Key: k, Value: fmt.Sprint("v", i)}
-		case r < 6:
-			req.Delete = &kv.DeleteRequest{Key: k}
-		case r < 7:
-			req.Txn = &kv.TxnRequest{
-				Compare: []kv.Compare{{Key: k, Target: kv.TargetVersion, Result: kv.CompareGreater, Number: 0}},
-				Success: []kv.Op{{Put: &kv.PutRequest{Key: k, Value: fmt.Sprint("t", i)}}},
-				Failure: []kv.Op{{Range: &kv.RangeRequest{Key: k}}}}
-		case r < 8:
-			req.Range = &kv.RangeRequest{Key: k, Revision: -1} // a past revision, chosen when applied
-		default:
-			req.Range = &kv.RangeRequest{Key: "a", RangeEnd: "\x00"}
-		}
-		p := pending{client: c, call: call, ret: ret, applyAt: call + rng.Int64N(ret-call+1), req: req, apply: true}
-		if req.Put != nil && rng.Float64() < cfg.unknown {
-			p.unknown, p.apply = true, rng.IntN(2) == 0
-		}
-		ps = append(ps, p)
-	}
-	order := make([]int, len(ps))
-	for i := range order {
-		order[i] = i
-	}
-	sort.SliceStable(order, func(a, b int) bool { return ps[order[a]].applyAt < ps[order[b]].applyAt })
-	var s kv.State
-	t := &traces.Trace{Name: fmt.Sprintf("sim-%d", cfg.seed), Header: traces.Header{Format: traces.Format, Version: traces.Version,
-		System: "simulation", Start: "2026-11-29T00:00:00Z", UniqueValues: true}}
-	t.Ops = make([]traces.Op, len(ps))
-	commitTime := map[int64]int64{}
-	for _, i := range order {
-		p := &ps[i]
-		if p.req.Compact != nil {
-			p.req.Compact.Revision = max(1, s.Revision()-5)
-		}
-		if p.req.Range != nil && p.req.Range.Revision == -1 {
-			p.req.Range = &kv.RangeRequest{Key: p.req.Range.Key, Revision: max(1, s.Revision()-rng.Int64N(4))}
-		}
-		op := traces.Op{Client: p.client, Call: p.call, Return: p.ret, Request: p.req}
-		if p.apply {
-			var resp kv.Response
-			s, resp = kv.Step(s, p.req)
-			op.Response = &resp
-			if _, ok := commitTime[s.Revision()]; !ok {
-				commitTime[s.Revision()] = p.applyAt
-			}
-		}
-		if p.unknown {
-			op.Response, op.Error = nil, "context deadline exceeded"
-		}
-		t.Ops[i] = op
-	}
-	if cfg.watch {
-		h := s.History()
-		req := watch.Request{Key: "\x00", RangeEnd: "\x00", StartRevision: 1}
-		w := &traces.Watch{Client: cfg.clients, ID: 1, Time: 0, Request: req}
-		// The collector starts before anything is compacted.
-		h0, _ := kv.NewHistory(h.Commits()...)
-		for _, r := range watch.Canonical(h0, req, 1) {
-			at := int64(0)
-			if len(r.Events) > 0 {
-				at = commitTime[r.Events[0].KV.ModRevision] + 1
-			}
-			w.Responses = append(w.Responses, traces.WatchResponse{Time: at, Response: r})
-		}
-		t.Watches = append(t.Watches, w)
-	}
-	return t
+	return histsim.Simulate(histsim.Config{Ops: cfg.ops, Clients: cfg.clients, CompactEvery: cfg.compactEvery,
+		Unknown: cfg.unknown, Watch: cfg.watch, Seed: cfg.seed})
 }
