@@ -386,7 +386,16 @@ func toWireEntry(e k8s.Entry) *wireInformerEntry {
 
 // writeK8s writes an informer run's records in the order of its entries.
 func writeK8s(w *Writer, run *k8s.Run) {
-	watchWritten := map[int]bool{}
+	// Watches are numbered in the order they were made, and the reader
+	// demands k8s_watch records in that order: a watch is written before
+	// its first event, after every earlier-numbered watch (which may have
+	// no event yet, or none at all).
+	written := 0
+	writeWatches := func(upTo int, t int64) {
+		for ; written <= upTo; written++ {
+			w.K8sWatch(written, run.Watches[written], t)
+		}
+	}
 	var t int64
 	for _, e := range run.Entries {
 		switch {
@@ -403,19 +412,14 @@ func writeK8s(w *Writer, run *k8s.Run) {
 			}
 			w.K8sList(c, first, t, t)
 		case e.WatchEvent != nil:
-			if !watchWritten[e.WatchEvent.Watch] {
-				watchWritten[e.WatchEvent.Watch] = true
-				w.K8sWatch(e.WatchEvent.Watch, run.Watches[e.WatchEvent.Watch], t)
-			}
+			writeWatches(e.WatchEvent.Watch, t)
 			w.K8sWatchEvent(e.WatchEvent.Watch, t, e.WatchEvent.Event)
 		default:
 			w.Informer(t, e)
 		}
 	}
+	writeWatches(len(run.Watches)-1, t)
 	for i, c := range run.Watches {
-		if !watchWritten[i] {
-			w.K8sWatch(i, c, t)
-		}
 		if c.After != 0 {
 			w.K8sWatchEnd(i, t, c.After)
 		}

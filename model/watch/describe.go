@@ -20,6 +20,11 @@ func describeRange(r Request) string {
 // describeEvent renders an event for a message: PUT "a"=“v”@7 (create 5, version 3).
 func describeEvent(e kv.Event) string {
 	if e.Type == kv.Delete {
+		if e.KV.Value != "" || e.KV.CreateRevision != 0 || e.KV.Version != 0 {
+			// A tombstone holds the key and the delete's revision only;
+			// show what else this one carries.
+			return fmt.Sprintf("DELETE %s", describeKV(e.KV))
+		}
 		return fmt.Sprintf("DELETE %q@%d", e.KV.Key, e.KV.ModRevision)
 	}
 	return fmt.Sprintf("PUT %s", describeKV(e.KV))
