@@ -22,6 +22,7 @@ fmt:
 fuzz:
 	$(GO) test ./model/watch -run '^$$' -fuzz '^FuzzValidator$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./traces -run '^$$' -fuzz '^FuzzRead$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./impl/server -run '^$$' -fuzz '^FuzzServer$$' -fuzztime $(FUZZTIME)
 
 # Benchmarks; compare two runs with benchstat.
 bench:

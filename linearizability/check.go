@@ -434,9 +434,35 @@ func revisionOrder(ops []*op, start kv.State, a allow) (kv.State, bool) {
 			p.bucket, p.key = u, p.ret
 		}
 	}
+	// A compaction changes no revision, only which reads succeed: within its
+	// revision it goes as late as real time allows — at its return, so that
+	// a read of older history called before it returned may still precede
+	// it — but before any operation of that revision that failed on
+	// compacted history and returned after the compaction was called.
+	failedCompacted := map[int64][]*op{}
+	for _, p := range order {
+		if r := p.out.Response; r != nil && kv.SameError(r.Err, kv.ErrCompacted) {
+			failedCompacted[p.bucket] = append(failedCompacted[p.bucket], p)
+		}
+	}
+	isCompaction := func(p *op) bool {
+		return p.t.Request.Compact != nil && p.out.Response != nil && p.out.Response.Err == nil
+	}
+	for _, p := range order {
+		if !isCompaction(p) {
+			continue
+		}
+		p.key = p.ret
+		for _, f := range failedCompacted[p.bucket] {
+			if f.key >= p.call {
+				p.key = min(p.key, f.key)
+			}
+		}
+	}
 	// Within a revision: the write that created it first, then the rest by
-	// their key (the call time, or for a read that failed on compacted
-	// history, its return).
+	// their key (the call time; for a read that failed on compacted history,
+	// its return; for a compaction, as above), a compaction before what has
+	// the same key.
 	sort.SliceStable(order, func(i, j int) bool {
 		a, b := order[i], order[j]
 		if a.bucket != b.bucket {
@@ -445,7 +471,10 @@ func revisionOrder(ops []*op, start kv.State, a allow) (kv.State, bool) {
 		if ca, cb := createdHere(a), createdHere(b); ca != cb {
 			return ca
 		}
-		return a.key < b.key
+		if a.key != b.key {
+			return a.key < b.key
+		}
+		return isCompaction(a) && !isCompaction(b)
 	})
 	// Real time: linearization points p_i = max(p_{i-1}, call_i) must not pass return_i.
 	point := int64(math.MinInt64)

@@ -242,3 +242,39 @@ func TestUnknownOutcomesFollowWatches(t *testing.T) {
 		t.Fatalf("revision 3 of the history is %+v, not the delete the watch saw", c)
 	}
 }
+
+// A compaction called before a read of older history but returned after it
+// may take effect after the read: the revision-order stage places it at its
+// return, so a real run with concurrent compactions (watchspec conform) is
+// decided without porcupine's search — and still before a read that failed
+// on the history it compacted. SPEC §2.7 Linearizable.
+func TestRevisionOrderPlacesCompactionsLate(t *testing.T) {
+	var s kv.State
+	var ops []traces.Op
+	do := func(client int, call, ret int64, req kv.Request) {
+		var r kv.Response
+		s, r = kv.Step(s, req)
+		ops = append(ops, traces.Op{Client: client, Call: call, Return: ret, Request: req, Response: &r})
+	}
+	old := kv.Request{Range: &kv.RangeRequest{Key: "a", Revision: 2}}
+	do(1, 1, 2, kv.Request{Put: &kv.PutRequest{Key: "a", Value: "1"}})
+	do(1, 3, 4, kv.Request{Put: &kv.PutRequest{Key: "a", Value: "2"}})
+	do(3, 10, 12, old) // served: the compaction below had not happened yet
+	do(2, 5, 20, kv.Request{Compact: &kv.CompactRequest{Revision: 3}})
+	do(4, 14, 18, old) // failed: the compaction had happened
+	do(3, 25, 26, old) // failed: the compaction had returned
+	tr := &traces.Trace{Name: "late-compaction", Header: traces.Header{System: "test", UniqueValues: true}, Ops: ops}
+	if got := ops[2].Response; got.Err != nil || len(got.Range.KVs) != 1 {
+		t.Fatalf("the model answered the first read %+v", got)
+	}
+	if got := ops[4].Response; !kv.SameError(got.Err, kv.ErrCompacted) {
+		t.Fatalf("the model answered the second read %+v", got)
+	}
+	res, err := Check(tr, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Verdict != Linearizable || res.Method != "revision order" {
+		t.Errorf("verdict %s by %s, want linearizable by revision order; violations %v", res.Verdict, res.Method, res.Violations)
+	}
+}

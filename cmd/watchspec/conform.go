@@ -24,8 +24,9 @@ an etcd-v3 endpoint, records it (docs/TRACE_FORMAT.md), and checks the
 recording against docs/SPEC.md with the same code as 'watchspec check'.
 
 With no --endpoints, it starts watchspec's reference server in-process on a
-loopback port with a temporary data directory, and can restart it mid-run
-(--restart-every). Against your own store, give --endpoints: the store must
+loopback port with a temporary data directory, and restarts it on that
+directory every 10 s (--restart-every): clients must ride through, resuming
+watches from the last revision they saw. Against your own store, give --endpoints: the store must
 hold no keys under the run's prefix and have no other writers during the
 run (revisions are store-wide). See docs/CONFORMANCE.md.
 
@@ -67,7 +68,7 @@ func runConform(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&f.compactEvery, "compact-every", 150*time.Millisecond, "compaction period (0: never compact)")
 	fs.Int64Var(&f.seed, "seed", 0, "random seed (0: derived from the clock, and printed)")
 	fs.StringVar(&f.report, "report", "", "directory for the trace and report (default: a new directory under the system's temporary directory)")
-	fs.DurationVar(&f.restartEvery, "restart-every", 0, "restart the embedded reference server this often (embedded only; 0: never)")
+	fs.DurationVar(&f.restartEvery, "restart-every", 10*time.Second, "restart the embedded reference server this often, on its data directory (embedded only; 0: never)")
 	fs.DurationVar(&f.timeout, "timeout", 5*time.Minute, "give up searching for a linearization after this long")
 	fs.StringVar(&f.profile, "profile", "", "check under the profile of allowances `NAME` (docs/SPEC.md §9; default: none, full conformance)")
 	fs.StringVar(&f.workload, "workload", "", "the requests' shape: \"full\" (the whole etcd API) or \"kubernetes\" (only what the apiserver sends); default: the profile's, else full")
@@ -77,6 +78,9 @@ func runConform(args []string, stdout, stderr io.Writer) int {
 			return 0
 		}
 		return 2
+	}
+	if f.endpoints != "" && !flagSet(fs, "restart-every") {
+		f.restartEvery = 0 // the default applies to the embedded server only
 	}
 	if err := f.validate(fs); err != nil {
 		fmt.Fprintf(stderr, "watchspec conform: %v\n", err)
@@ -226,4 +230,11 @@ func profileOption(name string) string {
 		return linearizability.NoProfile
 	}
 	return name
+}
+
+// flagSet reports whether the command line set the flag called name.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
