@@ -230,31 +230,18 @@ func (r *run) kubeList(ctx context.Context, c *record.Client, prefix string, lim
 // revision in compact_rev_key if no other apiserver did since, then
 // compact to the revision the previous round saw.
 func (r *run) kubeCompactor(ctx context.Context) error {
-	cli, err := dial(r.cfg)
-	if err != nil {
-		return err
-	}
-	defer cli.Close()
-	c := r.rec.Client(cli)
-	t := time.NewTicker(r.cfg.CompactEvery)
-	defer t.Stop()
 	var version, rev int64
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
+	return r.everyCompactPeriod(ctx, func(c *record.Client) {
 		resp, err := r.do(ctx, c, kubeCompactTxn(version, rev))
 		if err != nil || resp.Err != nil {
-			continue
+			return
 		}
 		if !resp.Txn.Succeeded {
 			if kvs, ok := failedRange(resp); ok && len(kvs) == 1 {
 				version = kvs[0].Version
 			}
 			rev = resp.Revision
-			continue
+			return
 		}
 		version++
 		if rev > 0 {
@@ -265,7 +252,7 @@ func (r *run) kubeCompactor(ctx context.Context) error {
 			}
 		}
 		rev = resp.Revision
-	}
+	})
 }
 
 // compactKeyWatcher is the apiserver compactor's watch loop: get

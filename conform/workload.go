@@ -382,7 +382,9 @@ func (r *run) kvClient(ctx context.Context, i int) error {
 	return nil
 }
 
-func (r *run) compactor(ctx context.Context) error {
+// everyCompactPeriod dials a recorded client and calls round with it every
+// CompactEvery until ctx ends: the loop of both compactors.
+func (r *run) everyCompactPeriod(ctx context.Context, round func(c *record.Client)) error {
 	cli, err := dial(r.cfg)
 	if err != nil {
 		return err
@@ -391,13 +393,19 @@ func (r *run) compactor(ctx context.Context) error {
 	c := r.rec.Client(cli)
 	t := time.NewTicker(r.cfg.CompactEvery)
 	defer t.Stop()
-	prev := int64(0)
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
 		}
+		round(c)
+	}
+}
+
+func (r *run) compactor(ctx context.Context) error {
+	prev := int64(0)
+	return r.everyCompactPeriod(ctx, func(c *record.Client) {
 		if prev > r.compactRev.Load() {
 			resp, err := r.do(ctx, c, kv.Request{Compact: &kv.CompactRequest{Revision: prev}})
 			if err == nil && resp.Err == nil {
@@ -406,7 +414,7 @@ func (r *run) compactor(ctx context.Context) error {
 			}
 		}
 		prev = r.headRev.Load()
-	}
+	})
 }
 
 func (r *run) restarter(ctx context.Context) error {
