@@ -633,14 +633,27 @@ func (res *Result) validateWatches(t *traces.Trace, final kv.State, a allow) {
 		r       int
 	}
 	var timeline []item
+	// Compaction revisions a watch was cancelled with: evidence that a
+	// compaction of unknown outcome at that revision took effect.
+	cancelledAt := map[int64]bool{}
+	for _, w := range t.Watches {
+		for _, r := range w.Responses {
+			if r.Response.Canceled && r.Response.CompactRevision > 0 {
+				cancelledAt[r.Response.CompactRevision] = true
+			}
+		}
+	}
 	for _, o := range t.Ops {
 		if o.Request.Compact == nil || a.ignoreCompaction {
 			continue
 		}
 		rev := o.Request.Compact.Revision
 		applied := o.Response != nil && o.Response.Err == nil
-		if o.Response == nil && rev <= final.CompactRevision() {
-			applied = true // unknown outcome, but the final state is compacted at least this far
+		if o.Response == nil && (rev <= final.CompactRevision() || cancelledAt[rev]) {
+			// Unknown outcome, but the final state is compacted at least
+			// this far, or a watch was cancelled for exactly this
+			// compaction: it took effect (after its call).
+			applied = true
 		}
 		if applied {
 			timeline = append(timeline, item{time: o.Call, compact: rev, w: -1})

@@ -278,3 +278,43 @@ func TestRevisionOrderPlacesCompactionsLate(t *testing.T) {
 		t.Errorf("verdict %s by %s, want linearizable by revision order; violations %v", res.Verdict, res.Method, res.Violations)
 	}
 }
+
+// A compaction whose client never learned the outcome (the run ended while
+// it was in flight) took effect when a watch is cancelled for exactly its
+// revision: the watch checks must know it from its call on, or they report
+// the cancel and the missing PrevKVs as violations. Found by CI in a conform
+// run against the reference server. SPEC §3.11 CompactedCancel, §3.8 PrevKV.
+func TestUnknownCompactionSeenByAWatch(t *testing.T) {
+	var s kv.State
+	var ops []traces.Op
+	do := func(call int64, req kv.Request, unknown bool) {
+		var r kv.Response
+		s, r = kv.Step(s, req)
+		o := traces.Op{Client: 1, Call: call, Return: call + 5, Request: req, Response: &r}
+		if unknown {
+			o.Response, o.Return, o.Error = nil, 0, "context deadline exceeded"
+		}
+		ops = append(ops, o)
+	}
+	do(10, kv.Request{Put: &kv.PutRequest{Key: "a", Value: "1"}}, false) // 2
+	do(20, kv.Request{Put: &kv.PutRequest{Key: "a", Value: "2"}}, false) // 3
+	do(30, kv.Request{Compact: &kv.CompactRequest{Revision: 3}}, true)   // took effect, outcome unknown
+	w := &traces.Watch{Client: 2, ID: 1, Time: 40, Request: watch.Request{Key: "a", StartRevision: 2, PrevKV: true}}
+	w.Responses = []traces.WatchResponse{
+		{Time: 41, Response: watch.Response{Revision: 3, Created: true}},
+		{Time: 42, Response: watch.Response{Canceled: true, CompactRevision: 3}},
+	}
+	tr := &traces.Trace{Name: "unknown-compaction", Header: traces.Header{System: "test", UniqueValues: true}, Ops: ops, Watches: []*traces.Watch{w}}
+	res, err := Check(tr, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Verdict != Linearizable || len(res.Violations) > 0 {
+		t.Errorf("verdict %s, violations %v", res.Verdict, res.Violations)
+	}
+	// A cancel for a compaction nobody asked for is still a violation.
+	w.Responses[1].Response.CompactRevision = 2
+	if res, err := Check(tr, Options{}); err != nil || !hasProperty(res.Violations, spec.CompactedCancel) {
+		t.Errorf("a cancel at a revision never compacted: %v, %v", res.Violations, err)
+	}
+}
