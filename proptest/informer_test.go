@@ -24,6 +24,7 @@ import (
 	"github.com/watchspec/watchspec/impl/watchhub"
 	"github.com/watchspec/watchspec/internal/informertest"
 	"github.com/watchspec/watchspec/model/k8s"
+	"github.com/watchspec/watchspec/traces"
 )
 
 // SPEC §5 (every rule), held against the real client-go: its
@@ -239,7 +240,7 @@ func TestClientGoCorpusRun(t *testing.T) {
 			t.Fatalf("the recorded run breaks the informer contract: %v\n%s", vs, h.Rec.Dump(h.Rec.Runs()[0], "corpus"))
 		}
 		if *recordCorpus {
-			if err := informertest.WriteTrace("../traces/corpus/informer-client-go-0.37.2.ndjson", tr); err != nil {
+			if err := traces.WriteFile("../traces/corpus/informer-client-go-0.37.2.ndjson", tr); err != nil {
 				t.Fatal(err)
 			}
 		}

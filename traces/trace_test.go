@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -422,5 +424,34 @@ func TestK8sWatchesWrittenInOrder(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got.K8s.Watches, run.Watches) {
 		t.Errorf("round trip changed the watches:\nwrote %+v\nread  %+v", run.Watches, got.K8s.Watches)
+	}
+}
+
+// TestWriteFile: a trace written to a file reads back with ReadFile, plain
+// or gzip-compressed by its ".gz" name.
+func TestWriteFile(t *testing.T) {
+	tr, err := traces.ReadFile("corpus/stale-read.ndjson")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"t.ndjson", "t.ndjson.gz"} {
+		path := filepath.Join(t.TempDir(), name)
+		if err := traces.WriteFile(path, tr); err != nil {
+			t.Fatal(err)
+		}
+		got, err := traces.ReadFile(path)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !reflect.DeepEqual(got.Ops, tr.Ops) || got.Header != tr.Header {
+			t.Errorf("%s: the trace changed on its way through the file", name)
+		}
+		b, _ := os.ReadFile(path)
+		if gz := len(b) > 2 && b[0] == 0x1f && b[1] == 0x8b; gz != strings.HasSuffix(name, ".gz") {
+			t.Errorf("%s: compressed %v", name, gz)
+		}
+	}
+	if err := traces.WriteFile(filepath.Join(t.TempDir(), "no", "such", "dir.ndjson"), tr); err == nil {
+		t.Error("writing into a missing directory succeeded")
 	}
 }

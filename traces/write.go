@@ -2,8 +2,11 @@ package traces
 
 import (
 	"bufio"
+	"compress/gzip"
 	"encoding/json"
 	"io"
+	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -118,4 +121,27 @@ func Write(out io.Writer, t *Trace) error {
 		writeK8s(w, t.K8s)
 	}
 	return w.Flush()
+}
+
+// WriteFile writes the whole trace t to the file path, replacing it; see
+// [Write]. A path ending in ".gz" is compressed, as [ReadFile] expects.
+func WriteFile(path string, t *Trace) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	var out io.Writer = f
+	var zw *gzip.Writer
+	if strings.HasSuffix(path, ".gz") {
+		zw, _ = gzip.NewWriterLevel(f, gzip.BestCompression) // the level is valid
+		out = zw
+	}
+	err = Write(out, t)
+	if zw != nil && err == nil {
+		err = zw.Close()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/watchspec/watchspec/impl/watchhub"
 	"github.com/watchspec/watchspec/internal/informertest"
+	"github.com/watchspec/watchspec/traces"
 )
 
 var recordCorpus = flag.Bool("record-corpus", false, "write the recorded informer trace to traces/corpus (review the diff)")
@@ -27,7 +28,7 @@ func TestCorpusRun(t *testing.T) {
 			t.Fatalf("the recorded run breaks the informer contract: %v\n%s", vs, h.Rec.Dump(h.Rec.Runs()[0], "corpus"))
 		}
 		if *recordCorpus {
-			if err := informertest.WriteTrace("../../traces/corpus/informer-watchspec-reference.ndjson", tr); err != nil {
+			if err := traces.WriteFile("../../traces/corpus/informer-watchspec-reference.ndjson", tr); err != nil {
 				t.Fatal(err)
 			}
 		}

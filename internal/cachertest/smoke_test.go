@@ -2,12 +2,10 @@ package cachertest
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"flag"
 	"fmt"
 	"github.com/watchspec/watchspec/traces"
-	"os"
 	"testing"
 	"time"
 
@@ -132,7 +130,10 @@ func runCacher(t *testing.T, seed int64) {
 		t.Fatal(err)
 	}
 	if record {
-		writeCorpus(t, tr)
+		if err := traces.WriteFile(corpusFile, tr); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("wrote %s", corpusFile)
 	}
 	// Check the trace as watchspec check would: through the trace format.
 	var buf bytes.Buffer
@@ -162,22 +163,4 @@ func runCacher(t *testing.T, seed int64) {
 	if out.Gone == 0 {
 		t.Errorf("no request was answered 410 Gone: the run did not exercise compaction (§4.5)")
 	}
-}
-
-func writeCorpus(t *testing.T, tr *traces.Trace) {
-	f, err := os.Create(corpusFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	zw := gzip.NewWriter(f)
-	if err := traces.Write(zw, tr); err != nil {
-		t.Fatal(err)
-	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("wrote %s", corpusFile)
 }

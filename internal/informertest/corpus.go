@@ -1,8 +1,6 @@
 package informertest
 
 import (
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/watchspec/watchspec/model/k8s"
@@ -57,17 +55,4 @@ func CorpusTrace(h *Harness, system, version string) (*traces.Trace, []spec.Viol
 		return nil, vs
 	}
 	return h.Rec.Trace(system, version), nil
-}
-
-// WriteTrace writes tr to the corpus file path.
-func WriteTrace(path string, tr *traces.Trace) error {
-	f, err := os.Create(filepath.Clean(path))
-	if err != nil {
-		return err
-	}
-	if err := traces.Write(f, tr); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
