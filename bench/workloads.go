@@ -31,9 +31,18 @@ func writeN(ctx context.Context, endpoint, prefix string, n, writers int) (time.
 		return 0, err
 	}
 	defer closeAll(clis)
-	var next atomic.Int64
-	errs := make(chan error, writers)
 	start := time.Now()
+	err = putAll(ctx, clis, prefix, n)()
+	return time.Since(start), err
+}
+
+// putAll starts n puts under prefix (keys cycling over 1,000) spread over
+// clis, each client putting as soon as its previous put is acknowledged,
+// and returns at once; the function it returns waits until every client is
+// done and gives the first error.
+func putAll(ctx context.Context, clis []*clientv3.Client, prefix string, n int) (wait func() error) {
+	var next atomic.Int64
+	errs := make(chan error, len(clis))
 	for _, cli := range clis {
 		go func() {
 			for {
@@ -49,13 +58,15 @@ func writeN(ctx context.Context, endpoint, prefix string, n, writers int) (time.
 			}
 		}()
 	}
-	var first error
-	for range clis {
-		if err := <-errs; err != nil && first == nil {
-			first = err
+	return func() error {
+		var first error
+		for range clis {
+			if err := <-errs; err != nil && first == nil {
+				first = err
+			}
 		}
+		return first
 	}
-	return time.Since(start), first
 }
 
 // measurePuts: durable puts/s from `writers` clients, each putting as fast
@@ -141,30 +152,12 @@ func measureFanout(ctx context.Context, endpoint, prefix string, watchers, revis
 		return 0, 0, err
 	}
 	defer closeAll(writers)
-	var next atomic.Int64
-	errs := make(chan error, len(writers))
 	start := time.Now()
-	for _, cli := range writers {
-		go func() {
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(revisions) {
-					errs <- nil
-					return
-				}
-				if _, err := cli.Put(ctx, fmt.Sprintf("%s%06d", prefix, i%1000), value(i, valueSize)); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
+	writersDone := putAll(ctx, writers, prefix, revisions)
 	werr := ws.wait(ctx, 5*time.Minute)
 	elapsed := time.Since(start)
-	for range writers {
-		if err := <-errs; err != nil && werr == nil {
-			werr = err
-		}
+	if err := writersDone(); err != nil && werr == nil {
+		werr = err
 	}
 	if werr != nil {
 		return 0, 0, werr

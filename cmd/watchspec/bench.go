@@ -58,8 +58,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
-	roundsSet := false
-	fs.Visit(func(f *flag.Flag) { roundsSet = roundsSet || f.Name == "rounds" })
+	roundsSet := flagSet(fs, "rounds")
 	if *rounds <= 0 {
 		fmt.Fprintf(stderr, "watchspec bench: --rounds must be positive, not %d\n", *rounds)
 		return 2
