@@ -77,18 +77,12 @@ func (col *collector) advance(rev int64) {
 
 func (col *collector) requestProgress(ctx context.Context) {
 	defer col.done.Done()
-	t := time.NewTicker(100 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			pctx, cancel := context.WithTimeout(ctx, time.Second)
-			col.cli.Watcher.RequestProgress(clientv3.WithRequireLeader(pctx))
-			cancel()
-		}
-	}
+	every(ctx, 100*time.Millisecond, func() error {
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		col.cli.Watcher.RequestProgress(clientv3.WithRequireLeader(pctx))
+		return nil
+	})
 }
 
 // waitFor waits until the collector has seen revision rev, or timeout.

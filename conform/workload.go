@@ -277,19 +277,13 @@ func (r *run) run(ctx context.Context) error {
 }
 
 func (r *run) progress(ctx context.Context) {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
 	start := time.Now()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			r.cfg.Progress("%3.0fs: %d ops (%d unknown), %d watches, %d events, %d compactions, revision %d",
-				time.Since(start).Seconds(), r.stats.ops.Load(), r.stats.unknown.Load(), r.stats.watches.Load(),
-				r.stats.events.Load(), r.stats.compactions.Load(), r.headRev.Load())
-		}
-	}
+	every(ctx, time.Second, func() error {
+		r.cfg.Progress("%3.0fs: %d ops (%d unknown), %d watches, %d events, %d compactions, revision %d",
+			time.Since(start).Seconds(), r.stats.ops.Load(), r.stats.unknown.Load(), r.stats.watches.Load(),
+			r.stats.events.Load(), r.stats.compactions.Load(), r.headRev.Load())
+		return nil
+	})
 }
 
 // do sends one request through c with the run's timeout.
@@ -391,7 +385,13 @@ func (r *run) everyCompactPeriod(ctx context.Context, round func(c *record.Clien
 	}
 	defer cli.Close()
 	c := r.rec.Client(cli)
-	t := time.NewTicker(r.cfg.CompactEvery)
+	return every(ctx, r.cfg.CompactEvery, func() error { round(c); return nil })
+}
+
+// every calls f every period until ctx ends (then it returns nil) or f
+// fails (then it returns f's error).
+func every(ctx context.Context, period time.Duration, f func() error) error {
+	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
 		select {
@@ -399,7 +399,9 @@ func (r *run) everyCompactPeriod(ctx context.Context, round func(c *record.Clien
 			return nil
 		case <-t.C:
 		}
-		round(c)
+		if err := f(); err != nil {
+			return err
+		}
 	}
 }
 
@@ -418,14 +420,7 @@ func (r *run) compactor(ctx context.Context) error {
 }
 
 func (r *run) restarter(ctx context.Context) error {
-	t := time.NewTicker(r.cfg.RestartEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
+	return every(ctx, r.cfg.RestartEvery, func() error {
 		start := r.rec.Now()
 		if err := r.cfg.Restart(ctx); err != nil {
 			if ctx.Err() != nil {
@@ -435,7 +430,8 @@ func (r *run) restarter(ctx context.Context) error {
 		}
 		r.stats.restarts.Add(1)
 		r.rec.Annotate("restart", "the server was restarted on its data directory", start)
-	}
+		return nil
+	})
 }
 
 func (r *run) finalWrite(ctx context.Context) (int64, error) {
