@@ -3,6 +3,10 @@ package conform
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,6 +58,14 @@ func checkPasses(t *testing.T, tr *traces.Trace) *linearizability.Result {
 		t.Errorf("verdict %s", res.Verdict)
 	}
 	t.Logf("checks %v via %s", res.Checks, res.Method)
+	if t.Failed() {
+		path := filepath.Join(os.TempDir(), fmt.Sprintf("watchspec-%s-%d.ndjson", strings.ReplaceAll(t.Name(), "/", "_"), time.Now().UnixNano()))
+		if err := traces.WriteFile(path, tr); err != nil {
+			t.Logf("saving the trace: %v", err)
+		} else {
+			t.Logf("trace saved as %s", path)
+		}
+	}
 	return res
 }
 

@@ -182,7 +182,7 @@ func (a allow) same(req kv.Request, model, recorded kv.Response) bool {
 	if a.compactKey && isCompactTxn(req) && recorded.Err == nil && model.Err == nil && recorded.Txn != nil && model.Txn != nil {
 		return sameCompactTxn(model, recorded)
 	}
-	return kv.SameResponse(model, recorded)
+	return kv.Answers(model, recorded)
 }
 
 // normalize prepares a recorded response for comparison.

@@ -65,3 +65,17 @@ func sameKVPtr(a, b *KeyValue) bool {
 	}
 	return *a == *b
 }
+
+// Answers reports whether recorded is an answer the specification allows
+// where the model answered model, for the same request: [SameResponse],
+// except that a successful compaction may carry any header revision at or
+// above the model's. etcd sets a compaction's header after applying it, to
+// the revision current then (server/etcdserver/v3_server.go, Compact), and
+// writes applied meanwhile raise it; docs/SPEC.md §2.4.
+func Answers(model, recorded Response) bool {
+	if model.Compact != nil && recorded.Compact != nil && model.Err == nil && recorded.Err == nil &&
+		recorded.Revision > model.Revision {
+		model.Revision = recorded.Revision
+	}
+	return SameResponse(model, recorded)
+}
