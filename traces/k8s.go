@@ -383,6 +383,9 @@ func (rd *reader) k8sRecord(typ string, line []byte, lineNo int) error {
 		if ev == nil {
 			call.After = after
 			wi.EndLine, wi.End = lineNo, t
+			if after == 0 { // version 1: as if there were no end (Write writes none)
+				wi.EndLine, wi.End = 0, 0
+			}
 			break
 		}
 		e := k8s.WatchEvent{Type: k8s.EventType(ev.Type), InitialEventsEnd: ev.InitialEventsEnd, Status: fromWireStatus(ev.Status)}
@@ -611,7 +614,7 @@ func writeK8s(w *Writer, run *k8s.Run, info *K8sInfo) {
 			w.K8sWatchEnd(id(i), info.Watches[i].End, c.After)
 		}
 	}
-	if run.Prefix != "" || len(run.Cache) > 0 {
+	if run.Prefix != "" || len(run.Cache) > 0 || info.Cache != (K8sEntryInfo{}) {
 		w.InformerCache(info.Cache.Time, run.Prefix, run.Cache)
 	}
 }
