@@ -504,3 +504,13 @@ func TestWriteRefusesWhatItsVersionCannotSay(t *testing.T) {
 		t.Errorf("an untimed run is written as version 1: %v", err)
 	}
 }
+
+// BenchmarkReadFile reads the largest corpus trace, a recorded etcd run.
+func BenchmarkReadFile(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := traces.ReadFile("corpus/etcd-3.7.3-1member.ndjson.gz"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
