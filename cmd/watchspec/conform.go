@@ -159,13 +159,18 @@ func runConform(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "watchspec conform: reading back the trace: %v\n", err)
 		return 2
 	}
-	res, err := linearizability.Check(t, linearizability.Options{Timeout: f.timeout, HTMLDir: dir, Progress: progress, Profile: profileOption(f.profile)})
+	res, err := linearizability.Check(t, linearizability.Options{Timeout: f.timeout, Progress: progress, Profile: profileOption(f.profile)})
 	if err != nil {
 		fmt.Fprintf(stderr, "watchspec conform: %v\n", err)
 		return 2
 	}
+	html, err := res.WriteHTML(dir)
+	if err != nil {
+		fmt.Fprintf(stderr, "watchspec conform: writing the visualisation: %v\n", err)
+		return 2
+	}
 	var summary strings.Builder
-	status := report(io.MultiWriter(stdout, &summary), []*linearizability.Result{res})
+	status := report(io.MultiWriter(stdout, &summary), []*linearizability.Result{res}, map[*linearizability.Result]string{res: html})
 	fmt.Fprintf(&summary, "\nseed %d; reproduce the workload with: watchspec conform --seed %d --duration %v --clients %d --watchers %d --compact-every %v --workload %s",
 		f.seed, f.seed, f.duration, f.clients, f.watchers, f.compactEvery, workloadName(workload))
 	if f.profile != "" {
@@ -177,8 +182,8 @@ func runConform(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	fmt.Fprintf(stdout, "\nreport: %s (trace.ndjson, report.txt", dir)
-	if res.HTML != "" {
-		fmt.Fprintf(stdout, ", %s", filepath.Base(res.HTML))
+	if html != "" {
+		fmt.Fprintf(stdout, ", %s", filepath.Base(html))
 	}
 	fmt.Fprintln(stdout, ")")
 	return status

@@ -12,8 +12,9 @@ import (
 
 // report prints one FAIL line per violation, then the per-property table,
 // and returns the exit status: 0 when every property holds, 1 otherwise.
-// It says which profile each result was checked under, and what it allows.
-func report(w io.Writer, results []*linearizability.Result) int {
+// It says which profile each result was checked under, and what it allows;
+// html holds the visualisations written, by result.
+func report(w io.Writer, results []*linearizability.Result, html map[*linearizability.Result]string) int {
 	failed := map[spec.Property]int{}
 	checked := map[spec.Property]int{}
 	status := 0
@@ -34,8 +35,8 @@ func report(w io.Writer, results []*linearizability.Result) int {
 			status = 1
 			fmt.Fprintf(w, "UNKNOWN %s %s: porcupine ran out of time; rerun with a larger --timeout\n", spec.Linearizable, r.Trace)
 		}
-		if r.HTML != "" {
-			fmt.Fprintf(w, "visualisation of %s: %s\n", r.Trace, r.HTML)
+		if path := html[r]; path != "" {
+			fmt.Fprintf(w, "visualisation of %s: %s\n", r.Trace, path)
 		}
 		for p, n := range r.Checks {
 			checked[p] += n

@@ -73,6 +73,18 @@ type Commit struct {
 // revisions of its own at start-up). Start(1) is the zero State.
 func Start(revision int64) State { return State{base: max(revision, 1) - 1} }
 
+// StartCompacted is [Start] for a store that was compacted at compact
+// before the history began: reads below compact fail with ErrCompacted and
+// a compaction at or below it fails too (docs/SPEC.md §2.4). A negative
+// compact means never compacted; one above revision is taken as revision.
+func StartCompacted(revision, compact int64) State {
+	s := Start(revision)
+	if compact >= 0 {
+		s.compacted, s.compact = true, min(compact, s.Revision())
+	}
+	return s
+}
+
 // Revision returns the store's current revision: 1 for a fresh store, and one
 // more for every request that wrote something.
 func (s State) Revision() int64 { return 1 + s.base + s.writes + s.skipped }
