@@ -25,7 +25,7 @@ package kv
 //   - Compact: O(1). The model never discards data; it only refuses to read
 //     below the compact revision, which is all a client can observe.
 //   - [State.Hash]: O(1), maintained incrementally on every write.
-//   - [State.Equal]: O(1) when hashes differ; otherwise a walk that skips
+//   - [Equal]: O(1) when hashes differ; otherwise a walk that skips
 //     every subtree the two States share.
 //
 // Here n is the number of distinct keys ever written.
