@@ -20,9 +20,9 @@ func readCorpus(t *testing.T, file string) *traces.Trace {
 }
 
 // Every rule issue 11 relaxed, on a recording of real etcd 3.7.3 kept in
-// the corpus: the recording passes the rule as it is, and fails the rule as
-// it was. (TestCorpus demands the pass of every recording; this test shows
-// that each relaxation was needed.) SPEC §1, §2.4, §2.8, §3.6, §3.10, §3.12.
+// the corpus, fails as it was. (TestCorpus demands that every recording
+// passes the rules as they are; this test shows that each relaxation was
+// needed.) SPEC §1, §2.4, §2.8, §3.6, §3.10, §3.12.
 func TestRelaxedRulesOnRealRecordings(t *testing.T) {
 	profile := func(expect ...string) *Profile {
 		p := &Profile{Name: "first rules"}
@@ -35,33 +35,31 @@ func TestRelaxedRulesOnRealRecordings(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		rule, file string
-		old        func(*traces.Trace) Options // the trace and options under the first rule
-		fails      spec.Property
+		old        func(*traces.Trace) Options // the trace and options under the first rules
+		fails      []spec.Property
 	}{
 		{"§3.12: headers may go back (victim re-sends)", "etcd-3.7.3-shared-stream-catch-up.ndjson.gz",
-			func(*traces.Trace) Options { return Options{Profile: profile(MonotonicHeaders)} }, spec.MonotonicRevision},
-		{"§3.12: headers may go back (victim re-sends)", "etcd-3.7.3-conform-defaults.ndjson.gz",
-			func(*traces.Trace) Options { return Options{Profile: profile(MonotonicHeaders)} }, spec.MonotonicRevision},
-		{"§1/§3.10: a watch from now may start at or below its created header", "etcd-3.7.3-conform-defaults.ndjson.gz",
-			func(*traces.Trace) Options { return Options{Profile: profile(StartAfterCreated)} }, spec.StartRevision},
+			func(*traces.Trace) Options { return Options{Profile: profile(MonotonicHeaders)} }, []spec.Property{spec.MonotonicRevision}},
+		{"§3.12 and §1/§3.10: victim re-sends; a watch from now delivered its created revision", "etcd-3.7.3-conform-defaults.ndjson.gz",
+			func(*traces.Trace) Options { return Options{Profile: profile(MonotonicHeaders, StartAfterCreated)} },
+			[]spec.Property{spec.MonotonicRevision, spec.StartRevision}},
 		{"§2.8: serializable reads are not linearized", "etcd-3.7.3-3members-kills.ndjson.gz",
 			func(tr *traces.Trace) Options {
 				for i := range tr.Ops {
 					tr.Ops[i].Serializable = false
 				}
 				return Options{}
-			}, spec.Linearizable},
+			}, []spec.Property{spec.Linearizable}},
 		{"§2.4: a store compacted before the run", "etcd-3.7.3-precompacted.ndjson.gz",
-			func(tr *traces.Trace) Options { tr.Header.BaseCompactRevision = ptr(int64(-1)); return Options{} }, spec.Linearizable},
+			func(tr *traces.Trace) Options { tr.Header.BaseCompactRevision = ptr(int64(-1)); return Options{} }, []spec.Property{spec.Linearizable}},
 	} {
-		t.Run(tc.file+"/"+string(tc.fails), func(t *testing.T) {
+		t.Run(tc.file, func(t *testing.T) {
 			tr := readCorpus(t, tc.file)
-			if res := mustCheck(t, tr, Options{}); res.Verdict != Linearizable || len(res.Violations) > 0 {
-				t.Fatalf("%s: %s, %v", tc.rule, res.Verdict, res.Violations)
-			}
 			res := mustCheck(t, tr, tc.old(tr))
-			if !hasProperty(res.Violations, tc.fails) {
-				t.Errorf("%s: the first rule did not fail %s: %v", tc.rule, tc.fails, properties(res.Violations))
+			for _, p := range tc.fails {
+				if !hasProperty(res.Violations, p) {
+					t.Errorf("%s: the first rule did not fail %s: %v", tc.rule, p, properties(res.Violations))
+				}
 			}
 		})
 	}

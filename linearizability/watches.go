@@ -20,8 +20,8 @@ type watchOptions struct {
 // of final. Compactions are made known to the validators at their call time
 // (the most lenient choice, see docs/SPEC.md §3), the one in force when the
 // recording began from the start, and responses are fed in the order they
-// were received. Under IgnoresCompaction no compaction is made known (none
-// took effect); under UntrackedVersions the validators see every Version as
+// were received. Under IgnoresCompaction no client's compaction is made
+// known (none took effect); under UntrackedVersions the validators see every Version as
 // 0, in the history and in the responses.
 func (res *Result) validateWatches(t *traces.Trace, final kv.State, start States, ops []*op, a allow, wo watchOptions) {
 	h := res.watchHistory(t, final, start, a)
@@ -95,13 +95,13 @@ func (res *Result) watchHistory(t *traces.Trace, final kv.State, start States, a
 		}
 	}
 	mustNot(h.SetBase(full.Base()))
-	if !a.ignoreCompaction {
-		c := start[0].CompactRevision()
-		for _, s := range start[1:] {
-			c = max(c, s.CompactRevision())
-		}
-		mustNot(h.SetBaseCompaction(c, t.Header.BaseCompactRevision != nil))
+	// The compaction in force at the start is the store's own, whatever the
+	// profile says of the clients' compactions.
+	c := start[0].CompactRevision()
+	for _, s := range start[1:] {
+		c = max(c, s.CompactRevision())
 	}
+	mustNot(h.SetBaseCompaction(c, t.Header.BaseCompactRevision != nil))
 	for _, c := range full.Commits() {
 		if a.untrackedVersions {
 			z := kv.Commit{Revision: c.Revision, Events: make([]kv.Event, len(c.Events))}
