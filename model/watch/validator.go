@@ -456,6 +456,16 @@ func (v *Validator) group(evs []kv.Event) {
 // startRevision reports events below the lowest revision the watch may
 // deliver (§3.10).
 func (v *Validator) startRevision(r int64, evs []kv.Event) {
+	if v.req.StartRevision == 0 && v.cfg.Expect.StartAfterCreated {
+		cfg := v.cfg
+		cfg.Expect.StartAfterCreated = false
+		if lenient := (&Validator{cfg: cfg}).startBound(v.created); r >= lenient {
+			v.fail(spec.StartRevision, revs(r, v.lo), keysOf(evs),
+				"event at revision %d delivered to a watch from now created at revision %d (strict: etcd >= 3.5.22, 3.6.2 and 3.7 delivers a write applied while it registers the watch below the created header, etcd PR #20229, and clientv3 resumes such a watch at that header inclusive, client/v3/watch.go serveSubstream)",
+				r, v.created)
+			return
+		}
+	}
 	if v.req.StartRevision > 0 || v.lo == v.from {
 		v.fail(spec.StartRevision, revs(r, v.lo), keysOf(evs),
 			"event at revision %d delivered to a watch whose first revision is %d", r, v.lo)
