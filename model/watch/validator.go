@@ -82,6 +82,10 @@ type Validator struct {
 	// below the start or late: a header revision that goes back with it only
 	// echoes that fault.
 	explained bool
+	// inverted holds the events of the current response that came after a
+	// higher revision in it: reported as Ordered, they are not reported
+	// again as Unique when they repeat an event.
+	inverted map[eventID]bool
 
 	checks map[spec.Property]int
 	out    []spec.Violation
@@ -219,7 +223,7 @@ func (v *Validator) Observe(r Response) []spec.Violation {
 		}
 		return v.out
 	}
-	v.explained = false
+	v.explained, v.inverted = false, nil
 	if r.Created {
 		v.onCreated(r)
 	}
@@ -381,13 +385,20 @@ func (v *Validator) sortedInResponse(evs []kv.Event) {
 	if sort.SliceIsSorted(evs, byRevision) {
 		return
 	}
-	for i := 1; i < len(evs); i++ {
-		if evs[i].KV.ModRevision < evs[i-1].KV.ModRevision {
-			v.fail(spec.Ordered, revs(evs[i].KV.ModRevision, evs[i-1].KV.ModRevision), []string{evs[i].KV.Key},
-				"event at revision %d on %q follows an event at revision %d in the same response",
-				evs[i].KV.ModRevision, evs[i].KV.Key, evs[i-1].KV.ModRevision)
-			break
+	reported := false
+	highest := int64(0)
+	v.inverted = make(map[eventID]bool)
+	for i, e := range evs {
+		if i > 0 && e.KV.ModRevision < highest {
+			v.inverted[eventID{e.KV.ModRevision, e.KV.Key}] = true
+			if !reported {
+				reported = true
+				v.fail(spec.Ordered, revs(e.KV.ModRevision, evs[i-1].KV.ModRevision), []string{e.KV.Key},
+					"event at revision %d on %q follows an event at revision %d in the same response",
+					e.KV.ModRevision, e.KV.Key, evs[i-1].KV.ModRevision)
+			}
 		}
+		highest = max(highest, e.KV.ModRevision)
 	}
 	sort.SliceStable(evs, byRevision)
 	v.explained = true
@@ -558,6 +569,9 @@ func (v *Validator) unique(key string) bool {
 	v.checks[spec.Unique]++
 	if v.open.got[key] {
 		v.explained = true
+		if v.inverted[eventID{v.open.rev, key}] {
+			return false // a replay already reported as out of order
+		}
 		v.fail(spec.Unique, revs(v.open.rev), []string{key}, "event at revision %d on %q delivered twice", v.open.rev, key)
 		return false
 	}
