@@ -33,7 +33,9 @@ import (
 //   - matching events skipped: CompactedCancel if some of them lie below the
 //     compact revision (the watch should have been cancelled), else
 //     Resumable or StartRevision when they open the stream (a watch from a
-//     past revision, or from now or the future), Bookmarkable when a progress
+//     past revision, or from now or the future) — StartRevision too when a
+//     watch from now started at or below its created header and skips there
+//     —, Bookmarkable when a progress
 //     notification reveals them, and Reliable otherwise. When such an event
 //     arrives after all, it is not reported again;
 //   - a header revision below an event it carries or one delivered before
@@ -74,6 +76,9 @@ type Validator struct {
 	// its created response (0: unknown) and whether an event arrived since.
 	regCreated int64
 	regEvents  bool
+	// startedEarly: a watch from revision 0 whose first event is at or
+	// below its created header (the start §1 allows below R₀ + 1).
+	startedEarly bool
 
 	ended, endedByCompaction bool
 	seq                      int // responses observed
@@ -450,6 +455,9 @@ func (v *Validator) group(evs []kv.Event) {
 	}
 	v.atomic()
 	v.reliable(r)
+	if v.delivered == 0 && v.req.StartRevision == 0 && v.created != 0 && r <= v.created {
+		v.startedEarly = true
+	}
 	c, _ := v.h.Commit(r)
 	var expected []kv.Event
 	for _, e := range c.Events {
@@ -677,6 +685,9 @@ func (v *Validator) reliable(r int64) {
 	case atStart:
 		v.fail(spec.StartRevision, revisionsOf(skipped), keysOf(skipped),
 			"the first event is not the first matching event at or after the start revision %d: %s", v.from, what)
+	case v.startedEarly && skipped[0].KV.ModRevision <= v.created:
+		v.fail(spec.StartRevision, revisionsOf(skipped), keysOf(skipped),
+			"a watch from now created at %d started below %d, so it owes every matching event after its first: %s", v.created, v.created+1, what)
 	default:
 		v.fail(spec.Reliable, revisionsOf(skipped), keysOf(skipped), "%s", what)
 	}
