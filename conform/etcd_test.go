@@ -47,7 +47,7 @@ func recordEtcd(t *testing.T, members, restartMember int, cfg Config) (*traces.T
 // checkPasses checks a trace and demands that every property holds.
 func checkPasses(t *testing.T, tr *traces.Trace) *linearizability.Result {
 	t.Helper()
-	res, err := linearizability.Check(tr, linearizability.Options{Progress: t.Logf, HTMLDir: t.TempDir()})
+	res, err := linearizability.Check(tr, linearizability.Options{Progress: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
