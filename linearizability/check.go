@@ -45,10 +45,12 @@ type Options struct {
 	HTMLDir string
 	// Progress, when set, is told what the check is doing.
 	Progress func(format string, args ...any)
-	// Profile names the profile of allowances to check under (docs/SPEC.md
-	// §9): "" means the one the trace's header names, if any; NoProfile
-	// ("none") means full conformance whatever the header says.
-	Profile string
+	// Profile is the profile to check under (docs/SPEC.md §9): nil means
+	// the one the trace's header names, if any; [FullConformance] means
+	// none, whatever the header says. Use [ProfileOption] to turn a name
+	// given on a command line into this option, or build a profile from
+	// [Allowances] and [Expectations].
+	Profile *Profile
 }
 
 // Verdict is the outcome of the linearizability check.
@@ -107,11 +109,7 @@ func Check(t *traces.Trace, opts Options) (*Result, error) {
 	if opts.Timeout == 0 {
 		opts.Timeout = 5 * time.Minute
 	}
-	name := opts.Profile
-	if name == "" {
-		name = t.Header.Profile
-	}
-	profile, err := LookupProfile(name)
+	profile, err := profileFor(t, opts.Profile)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", t.Name, err)
 	}
@@ -162,7 +160,7 @@ func Check(t *traces.Trace, opts Options) (*Result, error) {
 		return res, nil
 	}
 	progress("%s: validating %d watches (%d responses)", t.Name, len(t.Watches), res.WatchResponses)
-	res.validateWatches(t, final, a)
+	res.validateWatches(t, final, a, expectOf(profile))
 	if t.K8s != nil {
 		progress("%s: checking the informer run (%d entries)", t.Name, len(t.K8s.Entries))
 		h, err := k8s.NewHistory(res.History)
@@ -610,7 +608,7 @@ func requestKeys(r kv.Request) []string {
 // order they were received. Under IgnoresCompaction no compaction is made
 // known (none took effect); under UntrackedVersions the validators see every
 // Version as 0, in the history and in the responses.
-func (res *Result) validateWatches(t *traces.Trace, final kv.State, a allow) {
+func (res *Result) validateWatches(t *traces.Trace, final kv.State, a allow, expect watch.Expectations) {
 	full := final.History()
 	h := &kv.History{}
 	h.SetBase(full.Base())
@@ -661,7 +659,7 @@ func (res *Result) validateWatches(t *traces.Trace, final kv.State, a allow) {
 	}
 	validators := make([]*watch.Validator, len(t.Watches))
 	for i, w := range t.Watches {
-		validators[i] = watch.NewValidator(h, w.Request)
+		validators[i] = watch.NewValidatorWith(h, w.Request, watch.Config{Expect: expect})
 		for j, r := range w.Responses {
 			timeline = append(timeline, item{time: r.Time, w: i, r: j})
 		}

@@ -43,7 +43,8 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
-	if _, err := linearizability.LookupProfile(*profile); err != nil {
+	profileOpt, err := linearizability.ProfileOption(*profile)
+	if err != nil {
 		fmt.Fprintf(stderr, "watchspec check: --profile: %v\n", err)
 		return 2
 	}
@@ -66,7 +67,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		}
 		ts = append(ts, t)
 	}
-	opts := linearizability.Options{Timeout: *timeout, HTMLDir: *html, Profile: *profile}
+	opts := linearizability.Options{Timeout: *timeout, HTMLDir: *html, Profile: profileOpt}
 	if !*quiet {
 		opts.Progress = progressTo(stderr)
 	}

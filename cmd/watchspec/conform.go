@@ -225,11 +225,12 @@ func workloadName(w string) string {
 
 // profileOption is the checker's profile option for --profile: the run is
 // checked under exactly the profile given, none meaning full conformance.
-func profileOption(name string) string {
+func profileOption(name string) *linearizability.Profile {
 	if name == "" {
-		return linearizability.NoProfile
+		return linearizability.FullConformance
 	}
-	return name
+	p, _ := linearizability.ProfileOption(name) // validated
+	return p
 }
 
 // flagSet reports whether the command line set the flag called name.

@@ -125,6 +125,25 @@ type mutant struct {
 	property spec.Property
 	name     string
 	break_   func(t *rapid.T, w *world, stream []watch.Response) ([]watch.Response, bool)
+	// strict checks the mutant under the strict profile's expectations
+	// (§9.3): what it breaks is not an etcd guarantee.
+	strict bool
+}
+
+// config is what the checker knows of a world's watch: one store, so
+// everything committed before the watch was requested is applied by the
+// server that registers it.
+func (w world) config() watch.Config { return watch.Config{CommittedBefore: w.createdAt} }
+
+var strictExpectations = watch.Expectations{MonotonicHeaders: true, StartAfterCreated: true}
+
+func validate(w world, cfg watch.Config, stream []watch.Response) []spec.Violation {
+	v := watch.NewValidatorWith(w.h, w.req, cfg)
+	var out []spec.Violation
+	for _, r := range stream {
+		out = append(out, v.Observe(r)...)
+	}
+	return out
 }
 
 // eventResponses returns the indexes of the responses that carry events.
@@ -152,7 +171,7 @@ func withoutProgress(stream []watch.Response) []watch.Response {
 }
 
 var mutants = []mutant{
-	{spec.Ordered, "reverses two revisions in one response", func(t *rapid.T, w *world, s []watch.Response) ([]watch.Response, bool) {
+	{property: spec.Ordered, name: "reverses two revisions in one response", break_: func(t *rapid.T, w *world, s []watch.Response) ([]watch.Response, bool) {
 		idx := eventResponses(s)
 		if len(idx) < 2 {
 			return nil, false
@@ -163,7 +182,7 @@ var mutants = []mutant{
 		s[a].Revision = s[b].Revision
 		return slices.Delete(s, b, b+1), true
 	}},
-	{spec.Ordered, "replays an older revision (etcd#15271)", func(t *rapid.T, w *world, s []watch.Response) ([]watch.Response, bool) {
+	{property: spec.Ordered, name: "replays an older revision (etcd#15271)", break_: func(t *rapid.T, w *world, s []watch.Response) ([]watch.Response, bool) {
 		s = withoutProgress(s)
 		idx := eventResponses(s)
 		if len(idx) < 2 {
@@ -173,7 +192,7 @@ var mutants = []mutant{
 		old.Revision = s[idx[len(idx)-1]].Revision
 		return append(s, old), true
 	}},
-	{spec.Unique, "sends the last revision twice (etcd#17247)", func(t *rapid.T, w *world, s []watch.Response) ([]watch.Response, bool) {
+	{property: spec.Unique, name: "sends the last revision twice (etcd#17247)", break_: func(t *rapid.T, w *world, s []watch.Response) ([]watch.Response, bool) {
 		s = withoutProgress(s)
 		idx := eventResponses(s)
 		if len(idx) == 0 {
@@ -181,7 +200,7 @@ var mutants = []mutant{
 		}
 		return append(s, s[idx[len(idx)-1]]), true
 	}},
-	{spec.Reliable, "drops a revision in the middle", func(t *rapid.T, w *world, s []watch.Response) ([]watch.Response, bool) {
+	{property: spec.Reliable, name: "drops a revision in the middle", break_: func(t *rapid.T, w *world, s []watch.Response) ([]watch.Response, bool) {
 		idx := eventResponses(s)
 		if len(idx) < 3 {
 			return nil, false
@@ -189,7 +208,7 @@ var mutants = []mutant{
 		i := idx[rapid.IntRange(1, len(idx)-2).Draw(t, "i")]
 		return slices.Delete(s, i, i+1), true
 	}},
-	{spec.Reliable, "forges an event's value", func(t *rapid.T, w *world, s []watch.Response) ([]watch.Response, bool) {
+	{property: spec.Reliable, name: "forges an event's value", break_: func(t *rapid.T, w *world, s []watch.Response) ([]watch.Response, bool) {
 		idx := eventResponses(s)
 		if len(idx) == 0 {
 			return nil, false
@@ -202,7 +221,7 @@ var mutants = []mutant{
 		e.KV.Value += "-forged"
 		return s, true
 	}},
-	{spec.Atomic, "splits a revision over two responses", func(t *rapid.T, w *world, s []watch.Response) ([]watch.Response, bool) {
+	{property: spec.Atomic, name: "splits a revision over two responses", break_: func(t *rapid.T, w *world, s []watch.Response) ([]watch.Response, bool) {
 		for _, i := range eventResponses(s) {
 			if n := len(s[i].Events); n >= 2 {
 				cut := rapid.IntRange(1, n-1).Draw(t, "cut")
@@ -214,14 +233,14 @@ var mutants = []mutant{
 		}
 		return nil, false
 	}},
-	{spec.Resumable, "drops the first event of a watch from the past (etcd#18089)", func(t *rapid.T, w *world, s []watch.Response) ([]watch.Response, bool) {
+	{property: spec.Resumable, name: "drops the first event of a watch from the past (etcd#18089)", break_: func(t *rapid.T, w *world, s []watch.Response) ([]watch.Response, bool) {
 		idx := eventResponses(s)
 		if w.req.StartRevision == 0 || w.req.StartRevision > w.createdAt || len(idx) < 2 {
 			return nil, false
 		}
 		return slices.Delete(s, idx[0], idx[0]+1), true
 	}},
-	{spec.Bookmarkable, "sends a progress notification before its events (etcd#15220)", func(t *rapid.T, w *world, s []watch.Response) ([]watch.Response, bool) {
+	{property: spec.Bookmarkable, name: "sends a progress notification before its events (etcd#15220)", break_: func(t *rapid.T, w *world, s []watch.Response) ([]watch.Response, bool) {
 		idx := eventResponses(s)
 		if len(idx) == 0 {
 			return nil, false
@@ -232,7 +251,7 @@ var mutants = []mutant{
 		}
 		return slices.Insert(s, i, watch.Response{Revision: s[i].Revision}), true
 	}},
-	{spec.Filtered, "delivers an event outside the range", func(t *rapid.T, w *world, s []watch.Response) ([]watch.Response, bool) {
+	{property: spec.Filtered, name: "delivers an event outside the range", break_: func(t *rapid.T, w *world, s []watch.Response) ([]watch.Response, bool) {
 		idx := eventResponses(s)
 		if len(idx) == 0 {
 			return nil, false
@@ -242,7 +261,7 @@ var mutants = []mutant{
 		r.Events = append(r.Events, kv.Event{Type: kv.Put, KV: kv.KeyValue{Key: "\x00outside", Value: "x", CreateRevision: rev, ModRevision: rev, Version: 1}})
 		return s, true
 	}},
-	{spec.PrevKV, "attaches a wrong previous value", func(t *rapid.T, w *world, s []watch.Response) ([]watch.Response, bool) {
+	{property: spec.PrevKV, name: "attaches a wrong previous value", break_: func(t *rapid.T, w *world, s []watch.Response) ([]watch.Response, bool) {
 		for _, i := range eventResponses(s) {
 			for j, e := range s[i].Events {
 				if e.PrevKV != nil {
@@ -255,7 +274,7 @@ var mutants = []mutant{
 		}
 		return nil, false
 	}},
-	{spec.IsCreate, "flips whether a PUT created its key", func(t *rapid.T, w *world, s []watch.Response) ([]watch.Response, bool) {
+	{property: spec.IsCreate, name: "flips whether a PUT created its key", break_: func(t *rapid.T, w *world, s []watch.Response) ([]watch.Response, bool) {
 		for _, i := range eventResponses(s) {
 			for j, e := range s[i].Events {
 				if e.Type != kv.Put {
@@ -271,10 +290,12 @@ var mutants = []mutant{
 		}
 		return nil, false
 	}},
-	{spec.StartRevision, "delivers an event from before the start", func(t *rapid.T, w *world, s []watch.Response) ([]watch.Response, bool) {
+	{property: spec.StartRevision, name: "delivers an event from before the start", break_: func(t *rapid.T, w *world, s []watch.Response) ([]watch.Response, bool) {
 		from := w.req.StartRevision
 		if from == 0 {
-			from = w.createdAt + 1
+			// A watch from now may start at its created revision (clientv3
+			// resumes there, inclusive), never below it on one store.
+			from = w.createdAt
 		}
 		for _, c := range slices.Backward(w.h.Between(w.h.CompactRevision(), from-1)) {
 			for _, e := range c.Events {
@@ -286,13 +307,13 @@ var mutants = []mutant{
 		}
 		return nil, false
 	}},
-	{spec.StartRevision, "sends a progress notification below a future start (etcd#20221)", func(t *rapid.T, w *world, s []watch.Response) ([]watch.Response, bool) {
+	{property: spec.StartRevision, name: "sends a progress notification below a future start (etcd#20221)", break_: func(t *rapid.T, w *world, s []watch.Response) ([]watch.Response, bool) {
 		if w.req.StartRevision < w.createdAt+2 {
 			return nil, false
 		}
 		return slices.Insert(s, 1, watch.Response{Revision: w.createdAt}), true
 	}},
-	{spec.CompactedCancel, "serves a compacted start from the compaction revision (etcd#17529)", func(t *rapid.T, w *world, s []watch.Response) ([]watch.Response, bool) {
+	{property: spec.CompactedCancel, name: "serves a compacted start from the compaction revision (etcd#17529)", break_: func(t *rapid.T, w *world, s []watch.Response) ([]watch.Response, bool) {
 		c := w.h.CompactRevision()
 		if c <= 1 {
 			return nil, false
@@ -313,7 +334,7 @@ var mutants = []mutant{
 		}
 		return served, true
 	}},
-	{spec.CompactedCancel, "cancels a watch whose history was kept", func(t *rapid.T, w *world, s []watch.Response) ([]watch.Response, bool) {
+	{property: spec.CompactedCancel, name: "cancels a watch whose history was kept", break_: func(t *rapid.T, w *world, s []watch.Response) ([]watch.Response, bool) {
 		c := w.h.CompactRevision()
 		from := w.req.StartRevision
 		if from == 0 {
@@ -324,7 +345,7 @@ var mutants = []mutant{
 		}
 		return []watch.Response{s[0], {Canceled: true, CompactRevision: c}}, true
 	}},
-	{spec.MonotonicRevision, "sends a header revision below its events", func(t *rapid.T, w *world, s []watch.Response) ([]watch.Response, bool) {
+	{property: spec.MonotonicRevision, name: "sends a header revision below its events", break_: func(t *rapid.T, w *world, s []watch.Response) ([]watch.Response, bool) {
 		idx := eventResponses(s)
 		if len(idx) == 0 {
 			return nil, false
@@ -332,6 +353,68 @@ var mutants = []mutant{
 		r := &s[idx[len(idx)-1]]
 		r.Revision = r.Events[0].KV.ModRevision - 1
 		return s, true
+	}},
+	{property: spec.MonotonicRevision, name: "sends a progress notification below an event already delivered", break_: func(t *rapid.T, w *world, s []watch.Response) ([]watch.Response, bool) {
+		s = withoutProgress(s)
+		idx := eventResponses(s)
+		if len(idx) == 0 {
+			return nil, false
+		}
+		i := idx[rapid.IntRange(0, len(idx)-1).Draw(t, "i")]
+		last := s[i].Events[len(s[i].Events)-1].KV.ModRevision
+		if last-1 < max(w.req.StartRevision-1, 1) {
+			return nil, false
+		}
+		if rapid.Bool().Draw(t, "unrecorded") {
+			s[i].Revision = 0 // the event's header revision was not recorded (issue 19)
+		}
+		p := rapid.Int64Range(max(w.req.StartRevision-1, 1), last-1).Draw(t, "p")
+		return slices.Insert(s, i+1, watch.Response{Revision: p}), true
+	}},
+	{property: spec.MonotonicRevision, name: "sends a progress notification below an earlier one", break_: func(t *rapid.T, w *world, s []watch.Response) ([]watch.Response, bool) {
+		last := len(s) - 1
+		if !s[last].IsProgressNotify() {
+			return nil, false
+		}
+		low := max(w.req.StartRevision-1, 1)
+		for _, r := range s {
+			for _, e := range r.Events {
+				low = max(low, e.KV.ModRevision)
+			}
+		}
+		if low >= s[last].Revision {
+			return nil, false
+		}
+		return append(s, watch.Response{Revision: rapid.Int64Range(low, s[last].Revision-1).Draw(t, "p")}), true
+	}},
+	{property: spec.Bookmarkable, name: "sends a first progress notification beyond the head to a watch without a created response", break_: func(t *rapid.T, w *world, s []watch.Response) ([]watch.Response, bool) {
+		w.req.StartRevision = 0
+		return []watch.Response{{Revision: w.h.Head() + 1}}, true
+	}},
+	{property: spec.MonotonicRevision, name: "re-sends a batch with a header below an earlier one (strict)", strict: true, break_: func(t *rapid.T, w *world, s []watch.Response) ([]watch.Response, bool) {
+		idx := eventResponses(s)
+		if len(idx) < 2 {
+			return nil, false
+		}
+		i := rapid.IntRange(0, len(idx)-2).Draw(t, "i")
+		a, b := idx[i], idx[i+1]
+		if s[b].Revision >= w.h.Head() {
+			return nil, false
+		}
+		s[a].Revision = w.h.Head() // legal: a catch-up response carries the current revision
+		return s, true
+	}},
+	{property: spec.StartRevision, name: "delivers the event at the created revision to a watch from now (strict)", strict: true, break_: func(t *rapid.T, w *world, s []watch.Response) ([]watch.Response, bool) {
+		c, ok := w.h.Commit(w.createdAt)
+		if !ok {
+			return nil, false
+		}
+		// A watch from now on a key the created revision wrote.
+		e := c.Events[rapid.IntRange(0, len(c.Events)-1).Draw(t, "e")]
+		w.req = watch.Request{Key: e.KV.Key}
+		e.PrevKV = nil
+		s = watch.Canonical(w.h, w.req, w.createdAt)
+		return slices.Insert(s, 1, watch.Response{Revision: w.createdAt, Events: []kv.Event{e}}), true
 	}},
 }
 
@@ -348,10 +431,18 @@ func TestMutantsAreRejected(t *testing.T) {
 					rt.Skip("nothing to break")
 				}
 				applied++
-				got := properties(watch.Validate(w.h, w.req, stream))
-				if !slices.Equal(got, []spec.Property{m.property}) {
+				cfg := w.config()
+				if m.strict {
+					cfg.Expect = strictExpectations
+					// Not an etcd guarantee: the default passes it.
+					if vs := validate(w, w.config(), stream); len(vs) > 0 {
+						rt.Fatalf("strict mutant %q fails by default: %v\nstream %+v", m.name, vs, stream)
+					}
+				}
+				vs := validate(w, cfg, stream)
+				if got := properties(vs); !slices.Equal(got, []spec.Property{m.property}) {
 					rt.Fatalf("mutant %q: want exactly [%s], got %v\nrequest %+v created at %d\nstream %+v\nviolations: %v",
-						m.name, m.property, got, w.req, w.createdAt, stream, watch.Validate(w.h, w.req, stream))
+						m.name, m.property, got, w.req, w.createdAt, stream, vs)
 				}
 			})
 			if applied == 0 {
@@ -374,32 +465,44 @@ func TestEveryWatchPropertyHasAMutant(t *testing.T) {
 }
 
 // TestLegalVariantsAreAccepted: a server may batch revisions, delay the tail
-// of the stream without bound, send header revisions above the events, and
-// send truthful progress notifications whenever it likes; none of that is a
-// violation. This guards the validator against false positives. SPEC §3,
-// and §4 (what is not guaranteed).
+// of the stream without bound, send header revisions above the events — a
+// re-sent catch-up batch below an earlier header (etcd's victims) —, start a
+// watch from now at its created revision (clientv3's resume), and send
+// truthful progress notifications whenever it likes; on a shared stream a
+// watch may also receive, first, the answer to a progress request computed
+// before it was registered. None of that is a violation. This guards the
+// validator against false positives. SPEC §1, §3, §6 (what is not
+// guaranteed).
 func TestLegalVariantsAreAccepted(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		w := drawWorld(t)
+		cfg := w.config()
 		canonical := watch.Canonical(w.h, w.req, w.createdAt)
 		from := w.req.StartRevision
 		if from == 0 {
 			from = w.createdAt + 1
 		}
 		var out []watch.Response
-		header := int64(0)
+		delivered := from - 1 // every matching event up to here was delivered
+		lastEvent, lastProgress := int64(0), int64(0)
 		emit := func(r watch.Response) {
 			if len(r.Events) > 0 {
-				// Any header revision at or above the last one and the events, up to the head.
-				low := max(header, r.Revision)
+				// Any header revision at or above the events, up to the head:
+				// not necessarily above earlier headers (etcd#victims).
+				low := r.Events[len(r.Events)-1].KV.ModRevision
 				r.Revision = rapid.Int64Range(low, max(low, w.h.Head())).Draw(t, "header")
 			}
-			header = r.Revision
 			out = append(out, r)
 		}
 		out = append(out, canonical[0]) // created
-		header = canonical[0].Revision
-		delivered := from - 1 // every matching event up to here was delivered
+		if rapid.Bool().Draw(t, "shared") {
+			// The answer to a progress request computed before the watch was
+			// registered: at or below the created header, before any event.
+			cfg.Progress = watch.BindAfterRegistration
+			if rapid.Bool().Draw(t, "stale") && w.createdAt >= 1 {
+				out = append(out, watch.Response{Revision: rapid.Int64Range(1, w.createdAt).Draw(t, "staleAt")})
+			}
+		}
 		events := canonical[1:]
 		if len(events) > 0 && (events[0].Canceled || events[len(events)-1].IsProgressNotify()) {
 			events = events[:len(events)-1] // re-decided below
@@ -408,31 +511,53 @@ func TestLegalVariantsAreAccepted(t *testing.T) {
 			out = append(out, canonical[1])
 			events = nil
 		}
+		if w.req.StartRevision == 0 && len(events) == len(canonical)-1 && w.h.CompactRevision() <= w.createdAt && rapid.Bool().Draw(t, "resumeInclusive") {
+			// clientv3 resumed the watch at its created revision, inclusive.
+			if c, ok := w.h.Commit(w.createdAt); ok {
+				var evs []kv.Event
+				for _, e := range c.Events {
+					if w.req.Matches(e) {
+						if !w.req.PrevKV || e.KV.ModRevision-1 < w.h.CompactRevision() {
+							e.PrevKV = nil
+						}
+						evs = append(evs, e)
+					}
+				}
+				if len(evs) > 0 {
+					events = append([]watch.Response{{Revision: w.createdAt, Events: evs}}, events...)
+					delivered = w.createdAt - 1
+				}
+			}
+		}
 		// A delayed server: only a prefix of the events ever arrives.
 		all := events
 		events = events[:rapid.IntRange(0, len(events)).Draw(t, "prefix")]
 		for i := 0; i < len(events); {
 			// Batch one or more revisions into one response.
 			n := rapid.IntRange(1, len(events)-i).Draw(t, "batch")
-			batch := watch.Response{Revision: events[i+n-1].Events[0].KV.ModRevision}
+			batch := watch.Response{}
 			for _, r := range events[i : i+n] {
 				batch.Events = append(batch.Events, r.Events...)
 			}
 			emit(batch)
 			i += n
 			delivered = batch.Events[len(batch.Events)-1].KV.ModRevision
+			lastEvent = delivered
 			// Maybe a truthful progress notification: any revision from the
-			// last delivered one up to just before the next undelivered event.
+			// last delivered one (and the last notification) up to just
+			// before the next undelivered event.
 			limit := w.h.Head()
 			if i < len(all) {
 				limit = all[i].Events[0].KV.ModRevision - 1
 			}
-			if rapid.Bool().Draw(t, "progress") && limit >= max(delivered, header) && limit >= w.req.StartRevision-1 {
-				p := rapid.Int64Range(max(delivered, header), limit).Draw(t, "progressAt")
-				emit(watch.Response{Revision: p})
+			low := max(delivered, lastEvent, lastProgress, w.req.StartRevision-1)
+			if rapid.Bool().Draw(t, "progress") && limit >= low {
+				p := rapid.Int64Range(low, limit).Draw(t, "progressAt")
+				lastProgress = p
+				out = append(out, watch.Response{Revision: p})
 			}
 		}
-		if vs := watch.Validate(w.h, w.req, out); len(vs) > 0 {
+		if vs := validate(w, cfg, out); len(vs) > 0 {
 			t.Fatalf("legal stream rejected: %v\nrequest %+v created at %d\nstream %+v", vs, w.req, w.createdAt, out)
 		}
 	})
