@@ -657,9 +657,9 @@ func Checks(run Run) map[spec.Property]int {
 			c[spec.RelistDeletes]++
 		case e.HandlerAdded != nil && started:
 			c[spec.LateHandler]++
-		case e.List != nil && c[spec.FreshStart] == 0:
+		case e.List != nil && started && c[spec.FreshStart] == 0:
 			c[spec.FreshStart]++
-		case e.WatchEvent != nil && e.WatchEvent.Event.InitialEventsEnd && c[spec.FreshStart] == 0:
+		case e.WatchEvent != nil && e.WatchEvent.Event.InitialEventsEnd && started && c[spec.FreshStart] == 0:
 			c[spec.FreshStart]++
 		}
 	}

@@ -122,7 +122,7 @@ var catalog = []Entry{
 	{InitialEventsEnd, "4.4", "A WatchList's initial events are sorted by key and end with one bookmark annotated k8s.io/initial-events-end at the revision the state is synced to; changes may come between them while the state catches up.",
 		"k8s.CheckWatch", "KEP-3157 (WatchList); kubernetes#120897"},
 	{Expired, "4.5", "410 Gone answers only a read of history the server no longer has; a read of compacted history gets 410 or exactly that history's data, never other data.",
-		"k8s.CheckList, k8s.CheckWatch", "Kubernetes API concepts (410 Gone); apiserver etcd3 handleCompactedErrorForPaging, cacher GetIntervalLocked"},
+		"k8s.CheckList", "Kubernetes API concepts (410 Gone); apiserver etcd3 handleCompactedErrorForPaging, cacher GetIntervalLocked"},
 	{InformerSubsequence, "5.1", "Per object, the states a handler sees are real states of the object, in order.",
 		"k8s.CheckInformer", "client-go SharedInformer contract"},
 	{InformerConverges, "5.2", "After writes stop, the informer's cache and every handler's view equal the store.",
