@@ -284,6 +284,15 @@ func TestCheckWatch(t *testing.T) {
 			Status: &k8s.Status{Code: k8s.StatusGone}}, []spec.Property{spec.Expired}},
 		{"gone as its first event, for the present", k8s.WatchCall{Options: k8s.WatchOptions{ResourceVersion: "2"}, Before: 2, After: 2,
 			Events: []k8s.WatchEvent{{Type: k8s.Error, Status: &k8s.Status{Code: k8s.StatusGone}}}}, []spec.Property{spec.Expired}},
+		// A stream that ends inside its initial events delivered part of
+		// a state (a legacy watch's initial events have no order; mutation
+		// campaign finding K3).
+		{"ends inside its initial state", k8s.WatchCall{Options: k8s.WatchOptions{ResourceVersion: "0"}, Before: 6, After: 6,
+			Events: []k8s.WatchEvent{added(at("c", 5))}}, nil},
+		{"ends inside its initial state, with an error", k8s.WatchCall{Options: k8s.WatchOptions{ResourceVersion: "0"}, Before: 6, After: 6,
+			Events: []k8s.WatchEvent{added(at("c", 5)), {Type: k8s.Error, Status: &k8s.Status{Code: 500}}}}, nil},
+		{"ends inside a state that never was", k8s.WatchCall{Options: k8s.WatchOptions{ResourceVersion: "0"}, Before: 6, After: 6,
+			Events: []k8s.WatchEvent{added(at("a", 2)), added(at("c", 5))}}, []spec.Property{spec.WatchStart}},
 		// A watch that silently skips history compacted when it was
 		// answered should have been answered 410: §3.11 CompactedCancel.
 		{"skips compacted history", k8s.WatchCall{Options: k8s.WatchOptions{ResourceVersion: "2"}, Before: 6, After: 6, CompactRevision: 4,
