@@ -292,6 +292,12 @@ func (h *Harness) Watch(ctx context.Context, o WatchOptions) (*Watch, error) {
 	case err != nil:
 		rec.status, _ = statusOf(err)
 	}
+	if rec.status != nil {
+		// Refused: it was answered when the head was at most this.
+		if after, herr := h.Head(context.WithoutCancel(ctx)); herr == nil {
+			rec.after = after
+		}
+	}
 	w.id = h.Rec.addWatch(rec)
 	if rec.status != nil {
 		cancel()
