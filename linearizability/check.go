@@ -149,7 +149,7 @@ func Check(t *traces.Trace, opts Options) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		for _, v := range k8s.CheckInformer(h, *t.K8s) {
+		for _, v := range k8s.CheckInformerWith(h, *t.K8s, k8sExpectOf(profile)) {
 			res.Violations = append(res.Violations, Violation{Violation: v, Where: "informer run"})
 		}
 		for p, n := range k8s.Checks(*t.K8s) {

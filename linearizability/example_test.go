@@ -47,4 +47,5 @@ func ExampleProfileOption() {
 	// Output:
 	// MonotonicHeaders strengthens §3.12 MonotonicRevision
 	// StartAfterCreated strengthens §3.10 StartRevision (§1 from(w))
+	// StrictFreshStart strengthens §5.8 FreshStart
 }

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/watchspec/watchspec/model/k8s"
 	"github.com/watchspec/watchspec/model/kv"
 	"github.com/watchspec/watchspec/model/spec"
 	"github.com/watchspec/watchspec/model/watch"
@@ -159,6 +160,9 @@ var allowances = map[string]Allowance{
 const (
 	MonotonicHeaders  = "MonotonicHeaders"
 	StartAfterCreated = "StartAfterCreated"
+	// StrictFreshStart is the Kubernetes expectation of docs/SPEC.md §5.8
+	// (k8s.ExpectStrictFreshStart).
+	StrictFreshStart = k8s.ExpectStrictFreshStart
 )
 
 var expectations = map[string]Expectation{
@@ -179,6 +183,15 @@ var expectations = map[string]Expectation{
 		Source: "etcd PR #20229 (3.5.22, 3.6.2, 3.7.0): v3rpc reads the created header after registering the watch, so a write applied in between is delivered below it; " +
 			"clientv3 client/v3/watch.go serveSubstream resumes a watch from now that received nothing at that header revision, inclusive",
 	},
+	StrictFreshStart: {
+		Name:        StrictFreshStart,
+		Rule:        "§5.8 FreshStart",
+		Strengthens: []spec.Property{spec.FreshStart},
+		Description: "an informer's first sync is not older than what was committed before it started, even when it was read at resourceVersion \"0\", " +
+			"so that a restarted component never goes back in time.",
+		Source: "client-go v0.37.2 tools/cache/reflector.go relistResourceVersion: the first list is at \"0\" when WatchList is off (the default before 1.35) " +
+			"or failed, and the apiserver answers \"0\" from its watch cache, which may be stale (kubernetes#59848, open; KEP-3157 note 2)",
+	},
 }
 
 var profiles = []Profile{{
@@ -197,7 +210,7 @@ var profiles = []Profile{{
 	Name: "strict",
 	Description: "watchspec's recommendations beyond etcd's guarantees: what a store should do so that its watch headers " +
 		"and the start of a watch from now can be taken at their word. A correct etcd fails it",
-	Expectations: []Expectation{expectations[MonotonicHeaders], expectations[StartAfterCreated]},
+	Expectations: []Expectation{expectations[MonotonicHeaders], expectations[StartAfterCreated], expectations[StrictFreshStart]},
 }}
 
 // Profiles returns every profile watchspec knows, in the order of
@@ -225,7 +238,7 @@ func Allowances() []Allowance {
 // Expectations returns every expectation the checker implements, by name.
 func Expectations() []Expectation {
 	var out []Expectation
-	for _, name := range []string{MonotonicHeaders, StartAfterCreated} {
+	for _, name := range []string{MonotonicHeaders, StartAfterCreated, StrictFreshStart} {
 		e := expectations[name]
 		e.Strengthens = slices.Clone(e.Strengthens)
 		out = append(out, e)
@@ -326,6 +339,11 @@ type allow struct {
 func allowOf(p *Profile) allow {
 	return allow{gaps: p.Allows(RevisionGaps), ignoreCompaction: p.Allows(IgnoresCompaction),
 		untrackedVersions: p.Allows(UntrackedVersions), compactKey: p.Allows(CompactKeyEmulated)}
+}
+
+// k8sExpectOf returns the Kubernetes expectations of the profile in force.
+func k8sExpectOf(p *Profile) k8s.Expectations {
+	return k8s.Expectations{StrictFreshStart: p.Expects(StrictFreshStart)}
 }
 
 // expectOf returns the watch expectations of the profile in force.

@@ -25,6 +25,10 @@ type (
 		Code    int    `json:"code"`
 		Reason  string `json:"reason,omitempty"`
 		Message string `json:"message,omitempty"`
+		// Continue is the continue token a 410 to a continuation hands out
+		// (the inconsistent continuation, docs/SPEC.md §4.5), as the key its
+		// page continues after.
+		Continue Bytes `json:"continue,omitempty"`
 	}
 	wireListOptions struct {
 		ResourceVersion      string `json:"resource_version,omitempty"`
@@ -168,14 +172,14 @@ func toWireStatus(s *k8s.Status) *wireStatus {
 	if s == nil {
 		return nil
 	}
-	return &wireStatus{Code: s.Code, Reason: s.Reason, Message: s.Message}
+	return &wireStatus{Code: s.Code, Reason: s.Reason, Message: s.Message, Continue: Bytes(s.Continue)}
 }
 
 func fromWireStatus(w *wireStatus) *k8s.Status {
 	if w == nil {
 		return nil
 	}
-	return &k8s.Status{Code: w.Code, Reason: w.Reason, Message: w.Message}
+	return &k8s.Status{Code: w.Code, Reason: w.Reason, Message: w.Message, Continue: string(w.Continue)}
 }
 
 var k8sEventTypes = []k8s.EventType{k8s.Added, k8s.Modified, k8s.Deleted, k8s.Bookmark, k8s.Error}

@@ -126,7 +126,7 @@ var catalog = []Entry{
 		"k8s.CheckList", "Kubernetes API concepts (efficient detection of changes; retrieving large results)"},
 	{WatchStart, "4.3", "A watch at N delivers the changes after N; a watch that opens with a state (unset, \"0\", sendInitialEvents) delivers ADDED for exactly the objects of one revision its semantic allows, then the changes after it.",
 		"k8s.CheckWatch", "Kubernetes API concepts (watch semantics); kubernetes#73845"},
-	{InitialEventsEnd, "4.4", "A WatchList's initial events are sorted by key and end with one bookmark annotated k8s.io/initial-events-end at the state's revision.",
+	{InitialEventsEnd, "4.4", "A WatchList's initial events are sorted by key and end with one bookmark annotated k8s.io/initial-events-end at the revision the state is synced to; changes may come between them while the state catches up.",
 		"k8s.CheckWatch", "KEP-3157 (WatchList); kubernetes#120897"},
 	{Expired, "4.5", "410 Gone answers only a read of history the server no longer has; a read of compacted history gets 410 or exactly that history's data, never other data.",
 		"k8s.CheckList, k8s.CheckWatch", "Kubernetes API concepts (410 Gone); apiserver etcd3 handleCompactedErrorForPaging, cacher GetIntervalLocked"},
@@ -144,8 +144,8 @@ var catalog = []Entry{
 		"k8s.CheckInformer", "client-go Reflector; kubernetes#136583"},
 	{SameRVUpdate, "5.7", "A handler gets an object at the same resourceVersion again only from a resync or a relist.",
 		"k8s.CheckInformer", "client-go sharedIndexInformer (isSync); kubernetes#87957"},
-	{FreshStart, "5.8", "An informer's first sync is not older than what was committed before it started.",
-		"k8s.CheckInformer", "KEP-2340, KEP-3157; kubernetes#59848"},
+	{FreshStart, "5.8", "An informer's first sync is not older than what was committed before it started, unless it was read at resourceVersion \"0\", which the API lets a cache serve stale.",
+		"k8s.CheckInformer", "KEP-2340, KEP-3157; kubernetes#59848 (open; expectation StrictFreshStart)"},
 }
 
 // Lookup returns the catalogue entry of p.
