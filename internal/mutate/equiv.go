@@ -234,8 +234,8 @@ var equivalenceOperators = []*Operator{
 	{
 		Name: "add-progress", Kind: Equivalence,
 		Doc: "inserts a truthful progress notification into a watch: at a revision at or above everything the " +
-			"stream showed, below the next matching event, committed by then, and leaving any later compaction " +
-			"cancel needed (§3.6)",
+			"stream showed and not above any later header, below the next matching event, committed by then, " +
+			"and leaving any later compaction cancel needed (§3.6)",
 		apply: func(m *Mutant, r *rand.Rand) bool {
 			s := m.Subject
 			if s.H == nil {
@@ -261,6 +261,9 @@ var equivalenceOperators = []*Operator{
 			for _, later := range rs[k+1:] {
 				if c := later.Response.CompactRevision; c > 0 {
 					hi = min(hi, c-2)
+				}
+				if h := later.Response.Revision; h > 0 {
+					hi = min(hi, h) // later headers do not go back
 				}
 			}
 			if lo > hi {

@@ -713,7 +713,7 @@ var k8sEquivalenceOperators = []*Operator{
 	{
 		Name: "k8s-add-bookmark", Kind: Equivalence,
 		Doc: "inserts a truthful bookmark into a watch that allows them, after its initial state: at a revision at " +
-			"or above what it delivered, below the next change under its prefix (§4.3, §3.6)",
+			"or above what it delivered, below the next change under its prefix, not above a later bookmark (§4.3, §3.6)",
 		apply: func(m *Mutant, r *rand.Rand) bool {
 			s := m.Subject
 			if !s.k8sClean {
@@ -751,6 +751,11 @@ var k8sEquivalenceOperators = []*Operator{
 			if next := s.prefixRevisions(c.Prefix, last+1, s.head()); len(next) > 0 {
 				hi = next[0] - 1
 			}
+			for _, e := range c.Events[x+1 : end] {
+				if isChange(e) || e.Type == k8s.Bookmark {
+					hi = min(hi, e.Object.ResourceVersion) // later revisions do not go back
+				}
+			}
 			if last < 1 || hi < last {
 				return false
 			}
@@ -775,7 +780,7 @@ var k8sEquivalenceOperators = []*Operator{
 		Name: "k8s-truncate-watch", Kind: Weakening,
 		Doc: "drops the tail of a Kubernetes watch's events, anywhere, even inside its initial state (a stream may end at any time, §6)",
 		apply: func(m *Mutant, r *rand.Rand) bool {
-			if !k8sSubject(m.Subject, true) && !(m.Subject.Trace.K8s != nil && !m.Subject.informer) {
+			if m.Subject.Trace.K8s == nil || m.Subject.informer {
 				return false
 			}
 			run := m.tr().K8s

@@ -81,10 +81,12 @@ func LoadCorpus(dir string, opts linearizability.Options) ([]*Subject, error) {
 
 // NewSubject checks t with opts (as `watchspec check` would, under the
 // profile its header names) and prepares it for mutation. opts.Timeout
-// bounds porcupine's search on every mutant (default 30 s).
+// bounds porcupine's search on every mutant (default 5 minutes, as for
+// `watchspec check`: a mutant the search cannot decide is reported
+// Undecided, so the bound must not depend on the machine's load).
 func NewSubject(name string, t *traces.Trace, opts linearizability.Options) (*Subject, error) {
 	if opts.Timeout == 0 {
-		opts.Timeout = 30 * time.Second
+		opts.Timeout = 5 * time.Minute
 	}
 	s := &Subject{Name: name, Trace: t, opts: opts, winfo: map[int]*watchInfo{}, cancelledAt: map[int64]bool{}}
 	res, err := linearizability.Check(t, opts)
