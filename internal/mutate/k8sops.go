@@ -152,6 +152,9 @@ func listSite(m *Mutant, r *rand.Rand, listwatch bool, accept func(i int, l k8s.
 
 // continuationsOf returns the lists whose first page is list i.
 func continuationsOf(run *k8s.Run, i int) []int {
+	if run.Lists[i].Result.Continue == "" {
+		return nil // a last page is no first page of anything
+	}
 	var out []int
 	for j := i + 1; j < len(run.Lists); j++ {
 		if f := run.Lists[j].First; f != nil && reflect.DeepEqual(*f, run.Lists[i].Result) {
@@ -312,7 +315,7 @@ var k8sOperators = []*Operator{
 		apply: func(m *Mutant, r *rand.Rand) bool {
 			s := m.Subject
 			i, sem, rv, ok := listSite(m, r, true, func(i int, l k8s.ListCall, sem k8s.Semantic, rv int64) bool {
-				if len(continuationsOf(s.Trace.K8s, i)) > 0 {
+				if s.firstPage[i] {
 					return false
 				}
 				asked := rv

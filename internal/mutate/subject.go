@@ -44,6 +44,8 @@ type Subject struct {
 	cancelledAt map[int64]bool
 	returns     []timeRev // known responses by return time
 	winfo       map[int]*watchInfo
+	// firstPage[i]: a later continuation names Kubernetes list i its first page.
+	firstPage []bool
 }
 
 type compactOp struct {
@@ -130,6 +132,10 @@ func NewSubject(name string, t *traces.Trace, opts linearizability.Options) (*Su
 			if e.List == nil && e.WatchEvent == nil {
 				s.informer = true
 			}
+		}
+		s.firstPage = make([]bool, len(t.K8s.Lists))
+		for i := range t.K8s.Lists {
+			s.firstPage[i] = len(continuationsOf(t.K8s, i)) > 0
 		}
 	}
 	for _, o := range t.Ops {
