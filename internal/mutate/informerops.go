@@ -265,6 +265,38 @@ var informerOperators = []*Operator{
 		},
 	},
 	{
+		Name: "informer-lost-update", Kind: Semantic,
+		Doc: "drops a handler's last OnAdd or OnUpdate of an object the store still holds in that state: its view " +
+			"keeps an older state or none (§5.2 InformerConverges; §5.4 LateHandler for a handler added late)",
+		Properties: []spec.Property{spec.InformerConverges, spec.LateHandler},
+		apply: func(m *Mutant, r *rand.Rand) bool {
+			s := m.Subject
+			if !informerSubject(s) {
+				return false
+			}
+			head := map[string]int64{}
+			for _, o := range s.KH.Objects(s.Trace.K8s.Prefix, s.head()) {
+				head[o.Key] = o.ResourceVersion
+			}
+			v, i, ok := noteSite(m, r, func(v *informerView, i int, n k8s.Notification) bool {
+				return n.New != nil && v.quiet > i && v.nextAbout(i) < 0 && head[n.Key()] == n.New.ResourceVersion
+			})
+			if !ok {
+				return false
+			}
+			n := v.note(i)
+			m.Expect = one(spec.InformerConverges)
+			if v.late(n.Handler) {
+				m.Expect = one(spec.LateHandler)
+			} else if v.order[0] == n.Handler && slices.ContainsFunc(v.order[1:], v.late) {
+				m.Expect = [][]spec.Property{{spec.InformerConverges}, {spec.InformerConverges, spec.LateHandler}}
+			}
+			m.tr().K8s.Entries = slices.Delete(m.tr().K8s.Entries, i, i+1)
+			m.whatf("%s: handler %d's last %s of %q (at %d, the stored state) dropped", entryWhere(i), n.Handler, n.Type, n.Key(), n.New.ResourceVersion)
+			return true
+		},
+	},
+	{
 		Name: "informer-duplicate-notification", Kind: Semantic,
 		Doc: "repeats an OnAdd or OnUpdate right after itself, with no resync or relist since the informer received " +
 			"that state (§5.7 SameRVUpdate)",
