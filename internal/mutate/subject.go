@@ -3,8 +3,10 @@ package mutate
 import (
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/watchspec/watchspec/linearizability"
@@ -66,17 +68,28 @@ func LoadCorpus(dir string, opts linearizability.Options) ([]*Subject, error) {
 		return nil, fmt.Errorf("no trace (*.ndjson, *.ndjson.gz) in %s", dir)
 	}
 	sort.Strings(files)
-	var out []*Subject
-	for _, f := range files {
-		t, err := traces.ReadFile(f)
+	out := make([]*Subject, len(files))
+	errs := make([]error, len(files))
+	// Read and check the traces concurrently, GOMAXPROCS at a time.
+	sem := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
+	var wg sync.WaitGroup
+	for i, f := range files {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			t, err := traces.ReadFile(f)
+			if err == nil {
+				out[i], err = NewSubject(filepath.Base(f), t, opts)
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
 		if err != nil {
 			return nil, err
 		}
-		s, err := NewSubject(filepath.Base(f), t, opts)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, s)
 	}
 	return out, nil
 }
