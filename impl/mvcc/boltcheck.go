@@ -70,6 +70,7 @@ type boltInfo struct {
 	pages      int64 // reachable pages
 	damage     []Damage
 	damagedPgs map[uint64]bool
+	used       map[uint64]bool // the pages reached
 }
 
 // storeState is the data file's "state" record: what the data file holds.
@@ -260,6 +261,7 @@ func checkBolt(r io.ReaderAt, size int64, file string) *boltInfo {
 	}
 	c.checkRoot(m.root)
 	info.pages = int64(len(c.visited))
+	info.used = c.visited
 	return info
 }
 

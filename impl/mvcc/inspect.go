@@ -115,6 +115,7 @@ func classify(dir string) (dirKind, []string, error) {
 // the log, what a replay of the log adds, and any damage.
 type inspection struct {
 	dir      string
+	names    []string
 	bolt     *boltInfo
 	dataSize int64
 	segs     []*scannedSegment
@@ -136,7 +137,7 @@ func (in *inspection) damaged(file string, off int64, format string, args ...any
 // changes nothing. It returns ErrNotStore (or ErrLocked) errors; damage is
 // in the inspection.
 func inspect(dir string, names []string) (*inspection, error) {
-	in := &inspection{dir: dir}
+	in := &inspection{dir: dir, names: names}
 	dataPath := filepath.Join(dir, dataFileName)
 	seqs := listSegments(names)
 	f, err := os.Open(dataPath)
@@ -289,17 +290,13 @@ func (in *inspection) trusted() string {
 	var parts []string
 	b := in.bolt
 	switch {
-	case b == nil || b.notBolt:
-	case b.metaUsed < 0:
-		parts = append(parts, "the data file's meta pages are unusable")
-	case b.hasState && len(b.damage) == 0:
-		parts = append(parts, fmt.Sprintf("the data file verifies completely (revisions up to %d, %d records)", b.state.rev, b.records))
-	case b.hasState:
-		parts = append(parts, fmt.Sprintf("the data file's state (revision %d, compaction %d) verifies; %d records verified before the damage", b.state.rev, b.state.sched, b.records))
+	case b == nil || !b.hasState:
+	case len(b.damage) == 0:
+		parts = append(parts, fmt.Sprintf("the data file verifies (revisions up to %d, %d records)", b.state.rev, b.records))
 	default:
-		parts = append(parts, fmt.Sprintf("%d records of the data file verified before the damage", b.records))
+		parts = append(parts, fmt.Sprintf("the data file's state verifies (revisions up to %d, compaction %d)", b.state.rev, b.state.sched))
 	}
-	good, frames := 0, 0
+	frames, bad := 0, 0
 	var lo, hi int64 = -1, -1
 	for _, s := range in.segs {
 		for _, f := range append(append([]scannedFrame(nil), s.frames...), s.after...) {
@@ -309,17 +306,24 @@ func (in *inspection) trusted() string {
 			}
 			hi = f.rev
 		}
-		if s.hdrBad == "" {
-			good++
+		if s.hdrBad != "" {
+			bad++
 		}
 	}
-	if frames > 0 {
-		parts = append(parts, fmt.Sprintf("the log's %d group commits that verify hold revisions %d to %d", frames, lo, hi))
-	} else if len(in.segs) > 0 {
-		parts = append(parts, fmt.Sprintf("%d of %d log segments have a good header and no group commit", good, len(in.segs)))
+	switch {
+	case frames > 0:
+		parts = append(parts, fmt.Sprintf("%d group commits of the log verify (revisions %d to %d)", frames, lo, hi))
+	case len(in.segs) > bad:
+		parts = append(parts, "the log holds no group commit")
 	}
-	if len(parts) == 0 {
-		return "nothing"
+	if _, rep, err := salvageDir(in.dir, in.names); err != nil {
+		parts = append(parts, fmt.Sprintf("Recover cannot help (%v)", err))
+	} else {
+		p := fmt.Sprintf("Recover would keep %d records that verify, up to revision %d (compact revision %d)", rep.Records, rep.Revision, rep.CompactRevision)
+		if len(rep.Lost) > 0 {
+			p += ", and lose: " + strings.Join(rep.Lost, "; ")
+		}
+		parts = append(parts, p)
 	}
 	return strings.Join(parts, "; ")
 }

@@ -361,8 +361,8 @@ func scanSegment(path string, seq uint64, data []byte) *scannedSegment {
 	s.hdr, s.hdrBad = decodeSegmentHeader(data)
 	if s.hdrBad != "" {
 		s.end = 0
-		if allZero(data) {
-			s.tail, s.what = tailTorn, fmt.Sprintf("a segment whose creation a crash cut (%d bytes, header incomplete)", len(data))
+		if len(resync(data, 0)) == 0 && (len(data) < segmentHeaderLen || allZero(data[:segmentHeaderLen])) {
+			s.tail, s.what = tailTorn, fmt.Sprintf("a segment whose creation a crash cut (%d bytes, no header)", len(data))
 		} else {
 			s.tail, s.what = tailBad, s.hdrBad
 		}
@@ -374,11 +374,29 @@ func scanSegment(path string, seq uint64, data []byte) *scannedSegment {
 		return s
 	}
 	off := int64(segmentHeaderLen)
-	prev, compact := s.hdr.base, s.hdr.baseCompact
+	prev := s.hdr.base
+	z := zerosFrom(data)
 	for {
-		f, n, kind, what := readFrame(data, off)
-		if kind != tailClean || n == 0 {
-			s.end, s.tail, s.what = off, kind, what
+		f, n, kind, what := readFrame(data, off, z)
+		if kind == frameTorn {
+			// A frame with unwritten sectors is the last write a crash
+			// cut only if nothing good follows it.
+			if len(resync(data, off+1)) == 0 {
+				kind = frameCut
+			} else {
+				kind = frameBad
+			}
+		}
+		switch kind {
+		case frameOK:
+		case frameEnd:
+			s.end, s.tail = off, tailClean
+		case frameCut:
+			s.end, s.tail, s.what = off, tailTorn, what
+		default:
+			s.end, s.tail, s.what = off, tailBad, what
+		}
+		if kind != frameOK {
 			break
 		}
 		if f.prev != prev {
@@ -387,50 +405,64 @@ func scanSegment(path string, seq uint64, data []byte) *scannedSegment {
 			break
 		}
 		s.frames = append(s.frames, scannedFrame{frame: f, off: off, len: n})
-		prev, compact = f.rev, max(compact, f.compact)
+		prev = f.rev
 		off += n
 	}
-	_ = compact
 	if s.tail == tailBad {
 		s.after = resync(data, s.end+1)
 	}
 	return s
 }
 
-// readFrame reads the frame at off. n == 0 with tailClean means the end of
-// the segment (nothing, or zeros, follows). Otherwise a failure is
-// classified as the tail a crash leaves (tailTorn) or damage (tailBad).
-func readFrame(data []byte, off int64) (f frame, n int64, kind tailKind, what string) {
+// frameKind is what readFrame found.
+type frameKind int
+
+const (
+	frameOK   frameKind = iota
+	frameEnd            // nothing, or zeros, to the end of the segment
+	frameCut            // the segment ends inside the frame: a write cut short
+	frameTorn           // it fails its checks and has unwritten (zero) sectors: a write cut by a power failure, if nothing good follows
+	frameBad            // damage
+)
+
+// readFrame reads the frame at off; zeroFrom is where the zeros that end
+// data begin (see zerosFrom).
+func readFrame(data []byte, off, zeroFrom int64) (f frame, n int64, kind frameKind, what string) {
 	rest := data[off:]
-	if allZero(rest) {
-		return f, 0, tailClean, ""
+	if off >= zeroFrom {
+		return f, 0, frameEnd, ""
 	}
 	if len(rest) < frameHeaderLen {
-		return f, 0, tailTorn, fmt.Sprintf("%d bytes at offset %d: a frame header cut short", len(rest), off)
+		return f, 0, frameCut, fmt.Sprintf("%d bytes at offset %d: a frame header cut short", len(rest), off)
 	}
 	plen := binary.BigEndian.Uint32(rest[0:])
 	if crc32.Checksum(rest[0:4], castagnoli)^frameSalt != binary.BigEndian.Uint32(rest[4:]) {
-		return f, 0, tailBad, fmt.Sprintf("the frame header at offset %d fails its checksum", off)
+		if allZero(rest[:frameHeaderLen]) || tornSectors(data, off, off+frameHeaderLen) {
+			return f, 0, frameTorn, fmt.Sprintf("the frame at offset %d has an unwritten header: a write cut by a crash", off)
+		}
+		return f, 0, frameBad, fmt.Sprintf("the frame header at offset %d fails its checksum", off)
 	}
 	if plen == 0 || plen > maxFrameLen {
-		return f, 0, tailBad, fmt.Sprintf("the frame at offset %d claims %d bytes", off, plen)
+		return f, 0, frameBad, fmt.Sprintf("the frame at offset %d claims %d bytes", off, plen)
 	}
 	total := int64(frameHeaderLen) + int64(plen)
 	if total > int64(len(rest)) {
-		return f, 0, tailTorn, fmt.Sprintf("the frame at offset %d is cut short (%d of %d bytes)", off, len(rest), total)
+		return f, 0, frameCut, fmt.Sprintf("the frame at offset %d is cut short (%d of %d bytes)", off, len(rest), total)
 	}
 	payload := rest[frameHeaderLen:total]
 	if crc32.Checksum(payload, castagnoli) != binary.BigEndian.Uint32(rest[8:]) {
-		if allZero(rest[total:]) && tornSectors(data, off, off+total) {
-			return f, 0, tailTorn, fmt.Sprintf("the last frame, at offset %d (%d bytes), has unwritten sectors: a write cut by a crash", off, total)
+		// Torn only if it is the last thing written: a write after it would
+		// have come after its fdatasync, so it was acknowledged.
+		if off+total == int64(len(data)) && tornSectors(data, off, off+total) {
+			return f, 0, frameTorn, fmt.Sprintf("the frame at offset %d (%d bytes) has unwritten sectors: a write cut by a crash", off, total)
 		}
-		return f, 0, tailBad, fmt.Sprintf("the frame at offset %d (%d bytes) fails its checksum", off, total)
+		return f, 0, frameBad, fmt.Sprintf("the frame at offset %d (%d bytes) fails its checksum", off, total)
 	}
 	f, err := decodeFrame(payload)
 	if err != nil {
-		return f, 0, tailBad, fmt.Sprintf("the frame at offset %d: %v", off, err)
+		return f, 0, frameBad, fmt.Sprintf("the frame at offset %d: %v", off, err)
 	}
-	return f, total, tailClean, ""
+	return f, total, frameOK, ""
 }
 
 // tornSectors reports whether some sector-aligned part of data[from:to] is
@@ -452,14 +484,15 @@ func tornSectors(data []byte, from, to int64) bool {
 // intact after it (a frame checks itself: both checksums and its decoding).
 func resync(data []byte, from int64) []scannedFrame {
 	var out []scannedFrame
+	z := zerosFrom(data)
 	for off := from; off+frameHeaderLen <= int64(len(data)); {
-		f, n, kind, _ := readFrame(data, off)
-		if kind == tailClean && n > 0 {
+		f, n, kind, _ := readFrame(data, off, z)
+		if kind == frameOK {
 			out = append(out, scannedFrame{frame: f, off: off, len: n})
 			off += n
 			continue
 		}
-		if kind == tailClean {
+		if kind == frameEnd {
 			break // zeros to the end
 		}
 		off++
@@ -469,4 +502,9 @@ func resync(data []byte, from int64) []scannedFrame {
 
 func allZero(b []byte) bool {
 	return len(bytes.TrimLeft(b, "\x00")) == 0
+}
+
+// zerosFrom returns the offset from which data holds only zeros.
+func zerosFrom(data []byte) int64 {
+	return int64(len(bytes.TrimRight(data, "\x00")))
 }
