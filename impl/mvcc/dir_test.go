@@ -37,7 +37,9 @@ func TestDataDirectoryKinds(t *testing.T) {
 		{"etcd data directory", func(dir string) { os.MkdirAll(filepath.Join(dir, "member", "wal"), 0o700) }, "etcd data directory (member/)"},
 		{"other files", func(dir string) { os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("x"), 0o600) }, "holds no store (notes.txt)"},
 		{"0-byte data file", func(dir string) { os.WriteFile(filepath.Join(dir, "mvcc.db"), nil, 0o600) }, "the file is empty (0 bytes)"},
-		{"foreign data file", func(dir string) { os.WriteFile(filepath.Join(dir, "mvcc.db"), []byte(strings.Repeat("not bbolt", 2000)), 0o600) }, "not a bbolt data file"},
+		{"foreign data file", func(dir string) {
+			os.WriteFile(filepath.Join(dir, "mvcc.db"), []byte(strings.Repeat("not bbolt", 2000)), 0o600)
+		}, "not a bbolt data file"},
 		{"another program's bbolt file", foreignBolt, "a bbolt file but not a watchspec store"},
 		{"data file is a directory", func(dir string) { os.Mkdir(filepath.Join(dir, "mvcc.db"), 0o700) }, "is not a regular file"},
 	} {

@@ -133,15 +133,15 @@ type salvage struct {
 	tree       map[revision][]byte // records of the data file's current tree
 	other      map[revision][]byte // records found elsewhere in the data file
 	log        map[revision][]byte // records of the log
-	logCompact int64 // the highest compaction a frame scheduled
+	logCompact int64               // the highest compaction a frame scheduled
 	logRev     int64
 	// logBaseCompact: the highest compaction a segment header says the
 	// data file's state held; logHeader: some header verified.
 	logBaseCompact int64
 	logHeader      bool
-	damaged    []string
-	recs       []memRecord
-	out        salvaged
+	damaged        []string
+	recs           []memRecord
+	out            salvaged
 }
 
 func (sv *salvage) noteState(st storeState) {
