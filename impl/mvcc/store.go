@@ -266,6 +266,9 @@ type Recovery struct {
 // compaction a crash interrupted.
 func Open(dir string, opts Options) (_ *Store, err error) {
 	opts.setDefaults()
+	if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
+		return nil, fmt.Errorf("%w: %s is a file, not a directory", ErrNotStore, dir)
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("mvcc: open %s: %w", dir, err)
 	}

@@ -41,6 +41,7 @@ type (
 	Stats           = mvcc.Stats
 	Recovery        = mvcc.Recovery
 	Report          = mvcc.Report
+	RecoverReport   = mvcc.RecoverReport
 	Damage          = mvcc.Damage
 	DamageError     = mvcc.DamageError
 	WatchRequest    = watchhub.Request
@@ -195,3 +196,7 @@ func (s *Store) Recovery() Recovery { return s.kv.Recovery() }
 // Check verifies a stopped data directory without changing it (see
 // [mvcc.Check]).
 func Check(dir string) (*Report, error) { return mvcc.Check(dir) }
+
+// Recover rebuilds a damaged data directory from what still verifies (see
+// [mvcc.Recover]).
+func Recover(dir string) (*RecoverReport, error) { return mvcc.Recover(dir) }
