@@ -285,16 +285,14 @@ var damages = []damage{
 		rec := record{kv: KeyValue{Key: "unacked", Value: "x", CreateRevision: rev + 1, Version: 1}, last: true}
 		fr := appendFrame(nil, &frame{prev: rev, rev: rev + 1, compact: -1, recs: []memRecord{{rev: revision{main: rev + 1}, val: rec.seal(key)}}})
 		var tail []byte
-		if r.IntN(2) == 0 || len(b)/sectorSize == (len(b)+len(fr))/sectorSize {
-			tail = fr[:r.IntN(len(fr))] // the file ends inside the frame
-		} else {
+		from := (len(b)/sectorSize + 1) * sectorSize // the first sector boundary inside the frame, if any
+		if skip := r.IntN(2) * sectorSize; from+skip < len(b)+len(fr) && r.IntN(2) == 0 {
 			// Power failure: sectors of the frame never written read as
 			// zeros (a frame inside one sector is written whole or not at all).
 			tail = append([]byte(nil), fr...)
-			from := (len(b)/sectorSize + 1) * sectorSize
-			for i := from + r.IntN(2)*sectorSize; i < len(b)+len(tail); i += sectorSize {
-				clear(tail[i-len(b) : min(len(tail), i-len(b)+sectorSize)])
-			}
+			clear(tail[from+skip-len(b):])
+		} else {
+			tail = fr[:r.IntN(len(fr))] // the file ends inside the frame
 		}
 		writeOf(t, p, append(b, tail...))
 		return fmt.Sprintf("%d bytes appended to %s", len(tail), filepath.Base(p)), false

@@ -165,8 +165,11 @@ func inspect(dir string, names []string) (*inspection, error) {
 	switch {
 	case b.notBolt && len(seqs) == 0:
 		return nil, fmt.Errorf("%w: %s: %s", ErrNotStore, dataPath, b.damage[0].What)
-	case b.foreign != "":
+	case b.foreign != "" && len(seqs) == 0:
 		return nil, fmt.Errorf("%w: %s is a bbolt file but not a watchspec store: %s", ErrNotStore, dataPath, b.foreign)
+	case b.foreign != "":
+		// The log says this is a store: its data file is damaged, not foreign.
+		b.damage = append(b.damage, Damage{File: dataPath, Offset: -1, What: "not laid out as a watchspec data file (" + b.foreign + "), though the log is this store's"})
 	case b.format1:
 		return nil, fmt.Errorf("%w: %s was written by an older watchspec (store format 1, records without checksums), which this one does not serve; start from an empty directory", ErrNotStore, dataPath)
 	}
