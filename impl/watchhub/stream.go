@@ -136,11 +136,22 @@ func (s *Stream) pop() entry {
 			s.tail = nil
 		}
 	}
-	if s.n == 0 && len(s.q) > 8 {
-		s.q, s.head = nil, 0 // an idle stream keeps no buffer
+	if s.n == 0 {
+		// An idle stream keeps no buffer; a small one goes back to the pool.
+		if len(s.q) == minQueue {
+			queuePool.Put((*[minQueue]entry)(s.q)) // every slot was cleared when read
+		}
+		s.q, s.head = nil, 0
 	}
 	return e
 }
+
+// minQueue is the size of a queue's first buffer.
+const minQueue = 4
+
+// queuePool holds the first buffers of queues that emptied, so that a
+// stream whose reader keeps up does not allocate one per response.
+var queuePool = sync.Pool{New: func() any { return new([minQueue]entry) }}
 
 // nextData returns the first queued data response, or nil. Only control
 // responses (at most MaxControlResponses) can precede it.
@@ -234,8 +245,11 @@ func (s *Stream) waitRoom(bytes int) bool {
 }
 
 func (s *Stream) enqueue(e entry) {
+	if s.q == nil {
+		s.q = queuePool.Get().(*[minQueue]entry)[:]
+	}
 	if s.n == len(s.q) {
-		q := make([]entry, max(4, 2*len(s.q)))
+		q := make([]entry, 2*len(s.q))
 		for i := range s.n {
 			q[i] = s.q[(s.head+i)%len(s.q)]
 		}
