@@ -2,6 +2,7 @@ package watchhub
 
 import (
 	"context"
+	"math/bits"
 	"sync"
 )
 
@@ -37,7 +38,8 @@ type Stream struct {
 
 	// The queue, guarded by mu.
 	mu       sync.Mutex
-	q        []entry // ring buffer
+	q        []entry   // ring buffer: qb.q, or nil
+	qb       *queueBuf // its holder, for the pool
 	head, n  int
 	data     int    // data responses queued (entries that are not control responses)
 	bytes    int    // bytes charged for them
@@ -137,21 +139,46 @@ func (s *Stream) pop() entry {
 		}
 	}
 	if s.n == 0 {
-		// An idle stream keeps no buffer; a small one goes back to the pool.
-		if len(s.q) == minQueue {
-			queuePool.Put((*[minQueue]entry)(s.q)) // every slot was cleared when read
-		}
-		s.q, s.head = nil, 0
+		// An idle stream keeps no buffer: it goes back to the pool (every
+		// slot was cleared when read).
+		putQueue(s.qb)
+		s.q, s.qb, s.head = nil, nil, 0
 	}
 	return e
 }
 
-// minQueue is the size of a queue's first buffer.
-const minQueue = 4
+// A queue's buffers: minQueue entries, then twice as many each time it is
+// full. The buffers of queues that emptied or grew wait in pools by size,
+// so that a stream whose reader keeps up allocates none per response, and
+// an idle one holds none.
+const (
+	minQueue    = 4
+	queueSizes  = 10 // pooled sizes: minQueue << 0 .. queueSizes-1
+	maxPooledQ  = minQueue << (queueSizes - 1)
+	queueShift0 = 2 // log2(minQueue)
+)
 
-// queuePool holds the first buffers of queues that emptied, so that a
-// stream whose reader keeps up does not allocate one per response.
-var queuePool = sync.Pool{New: func() any { return new([minQueue]entry) }}
+type queueBuf struct{ q []entry }
+
+var queuePools [queueSizes]sync.Pool
+
+func queueClass(size int) int { return bits.Len(uint(size)) - 1 - queueShift0 }
+
+func getQueue(size int) *queueBuf {
+	if size <= maxPooledQ {
+		if b, ok := queuePools[queueClass(size)].Get().(*queueBuf); ok {
+			return b
+		}
+	}
+	return &queueBuf{q: make([]entry, size)}
+}
+
+// putQueue pools a buffer whose slots are all cleared.
+func putQueue(b *queueBuf) {
+	if b != nil && len(b.q) <= maxPooledQ {
+		queuePools[queueClass(len(b.q))].Put(b)
+	}
+}
 
 // nextData returns the first queued data response, or nil. Only control
 // responses (at most MaxControlResponses) can precede it.
@@ -246,14 +273,18 @@ func (s *Stream) waitRoom(bytes int) bool {
 
 func (s *Stream) enqueue(e entry) {
 	if s.q == nil {
-		s.q = queuePool.Get().(*[minQueue]entry)[:]
+		s.qb = getQueue(minQueue)
+		s.q = s.qb.q
 	}
 	if s.n == len(s.q) {
-		q := make([]entry, 2*len(s.q))
+		qb := getQueue(2 * len(s.q))
 		for i := range s.n {
-			q[i] = s.q[(s.head+i)%len(s.q)]
+			j := (s.head + i) % len(s.q)
+			qb.q[i] = s.q[j]
+			s.q[j] = entry{}
 		}
-		s.q, s.head = q, 0
+		putQueue(s.qb)
+		s.qb, s.q, s.head = qb, qb.q, 0
 	}
 	s.q[(s.head+s.n)%len(s.q)] = e
 	s.n++
