@@ -13,14 +13,20 @@ import (
 //
 //   - synced: caught up. [Hub.Notify] hands it the events of each new
 //     revision at once, straight into its stream's queue.
-//   - victim: its stream's queue was full when a revision came. It keeps
-//     that one revision's events, leaves the synced group, and waits for
-//     the reader to make room.
-//   - unsynced: behind the store. A background goroutine reads the history
-//     from the store in windows of whole revisions, shared by every watch
-//     it serves, and queues each watch's events in responses of at most
-//     MaxRevisionsPerResponse revisions that fit its stream; a caught-up
-//     watch rejoins the synced group.
+//   - victim: its stream had no room when a revision came. It leaves the
+//     synced group and waits for the reader to make room; it holds nothing,
+//     for the hub keeps the most recent commits.
+//   - unsynced: behind (from a past start revision, or served once since it
+//     was a victim).
+//
+// A background goroutine serves the watches behind of the streams whose
+// reader made room: each gets one response with all its events from its
+// next revision to the end of the chunk of history that holds it — the
+// hub's recent commits, or a window read from the store and kept for the
+// next passes — at most MaxRevisionsPerResponse revisions (etcd's shape of
+// catch-up); a caught-up watch rejoins the synced group. Responses share the
+// events they deliver ([Batch]) instead of copying them, whenever a watch
+// takes a run of them whole.
 //
 // A watch from a past revision starts unsynced; a live one falls behind
 // only when its stream is full. Either is caught up only when its stream has
