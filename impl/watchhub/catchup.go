@@ -19,8 +19,8 @@ import (
 // only some gets a copy, cut at a revision boundary to what its stream can
 // take. When some watches need history the hub does not hold, the pass reads
 // one window from the store, from the lowest of their next revisions (at
-// most MaxRevisionsPerResponse revisions, MaxEventsPerRead events, and the
-// revisions before the recent commits), and serves them from it.
+// most MaxRevisionsPerResponse revisions, MaxEventsPerRead events and about
+// StreamBytes), and serves them from it.
 //
 // A watch whose next revision is below the compact revision gets a cancel
 // with CompactRevision instead (docs/SPEC.md §3.11); it is removed only once
@@ -277,12 +277,35 @@ func (h *Hub) readWindow(ws []*watcher) (stalled bool) {
 	for _, w := range ws {
 		withPrev = withPrev || (w.prevKV && w.next <= to)
 	}
+	size := h.eventBytes
 	h.mu.Unlock()
-	evs, last, err := h.hist.Events(from, to, h.opts.MaxEventsPerRead, withPrev)
+	var (
+		evs  []mvcc.Event
+		last int64
+		err  error
+	)
+	if size == 0 {
+		// No idea yet how large events are: read one to find out.
+		evs, _, err = h.hist.Events(from, to, 1, withPrev)
+		size = eventSize
+		if len(evs) > 0 {
+			size += payloadBytes(&evs[0])
+		}
+	}
+	if err == nil {
+		// About StreamBytes of events: the store reads whole revisions.
+		maxEvents := min(h.opts.MaxEventsPerRead, max(1, h.opts.StreamBytes/size))
+		evs, last, err = h.hist.Events(from, to, maxEvents, withPrev)
+	}
 	h.mu.Lock()
 	switch err {
 	case nil:
-		h.windows = append(h.windows, newWindow(from, last, evs, withPrev))
+		evs, last = trimWindow(evs, last, h.opts.StreamBytes)
+		win := newWindow(from, last, evs, withPrev)
+		if win.n > 0 {
+			h.eventBytes = win.bytes / win.n
+		}
+		h.windows = append(h.windows, win)
 		if len(h.windows) > keptWindows {
 			h.windows[0] = nil
 			h.windows = h.windows[1:]
@@ -294,6 +317,20 @@ func (h *Hub) readWindow(ws []*watcher) (stalled bool) {
 		return true
 	}
 	return false
+}
+
+// trimWindow cuts a window read from the store after the revision that
+// brings its size to maxBytes, keeping at least one revision: the size of
+// its events was only estimated when it was read.
+func trimWindow(evs []mvcc.Event, last int64, maxBytes int) ([]mvcc.Event, int64) {
+	size := 0
+	for i := range evs {
+		if size >= maxBytes && evs[i].KV.ModRevision != evs[i-1].KV.ModRevision {
+			return evs[:i:i], evs[i-1].KV.ModRevision
+		}
+		size += eventSize + payloadBytes(&evs[i])
+	}
+	return evs, last
 }
 
 // keptWindows is how many windows of history read from the store the hub

@@ -45,17 +45,18 @@ type Hub struct {
 	hist History
 	opts Options
 
-	mu      sync.Mutex
-	rev     int64 // the last revision notified
-	closed  bool
-	synced  syncedGroup
-	streams map[*Stream]struct{}
-	waiting map[*Stream]struct{} // streams with a progress request to answer
-	pairs   []match              // Notify's scratch
-	gen     uint32
-	nwatch  int      // watchers in the hub
-	recent  recent   // the most recent commits, for catch-up
-	windows []*chunk // the last windows of history read from the store, newest last
+	mu         sync.Mutex
+	rev        int64 // the last revision notified
+	closed     bool
+	synced     syncedGroup
+	streams    map[*Stream]struct{}
+	waiting    map[*Stream]struct{} // streams with a progress request to answer
+	pairs      []match              // Notify's scratch
+	gen        uint32
+	nwatch     int      // watchers in the hub
+	recent     recent   // the most recent commits, for catch-up
+	windows    []*chunk // the last windows of history read from the store, newest last
+	eventBytes int      // the size of an event in the last window, for sizing the next
 
 	readyMu sync.Mutex
 	ready   []*Stream // streams with room and watchers behind

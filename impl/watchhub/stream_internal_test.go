@@ -1,6 +1,7 @@
 package watchhub
 
 import (
+	"context"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -132,4 +133,76 @@ func TestStreamAccountingMatchesModel(t *testing.T) {
 			},
 		})
 	})
+}
+
+// bigHistory is a store's history of one-event revisions of large values,
+// for the window tests: it records the most events a read returned.
+type bigHistory struct {
+	head    int64
+	value   string
+	maxRead int
+}
+
+func (h *bigHistory) CompactRevision() int64 { return -1 }
+
+func (h *bigHistory) Events(from, to int64, maxEvents int, withPrev bool) ([]mvcc.Event, int64, error) {
+	var evs []mvcc.Event
+	last := to
+	for r := max(from, 2); r <= to; r++ {
+		if maxEvents > 0 && len(evs) >= maxEvents {
+			last = r - 1
+			break
+		}
+		evs = append(evs, mvcc.Event{KV: mvcc.KeyValue{Key: "k", Value: h.value, CreateRevision: 2, ModRevision: r, Version: r - 1}})
+	}
+	h.maxRead = max(h.maxRead, len(evs))
+	return evs, last, nil
+}
+
+// SPEC §3.13: a window of history is read in about StreamBytes, whatever
+// the size of the values (the store reads whole revisions by count: the hub
+// sizes the count from the events it has seen), and a watch catching up
+// over values of 1 MiB gets responses of at most StreamBytes and one
+// revision more, never a read of MaxEventsPerRead of them.
+func TestWindowsAreBoundedInBytes(t *testing.T) {
+	const value = 1 << 20
+	hist := &bigHistory{head: 200, value: string(make([]byte, value))}
+	h := New(hist, hist.head, Options{Manual: true})
+	defer h.Close()
+	s := h.NewStream(nil)
+	if _, err := s.Watch(context.Background(), Request{Key: "k", StartRevision: 2}); err != nil {
+		t.Fatal(err)
+	}
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	limit := h.opts.StreamBytes/value + 1
+	next := int64(2)
+	for range 1000 {
+		h.Flush()
+		r, err := s.Recv(done)
+		if err != nil {
+			continue
+		}
+		if r.Created {
+			continue
+		}
+		if len(r.Events) > limit {
+			t.Fatalf("a response of %d values of 1 MiB, above StreamBytes (%d) and one more", len(r.Events), h.opts.StreamBytes)
+		}
+		for _, e := range r.Events {
+			if e.KV.ModRevision != next {
+				t.Fatalf("revision %d, want %d", e.KV.ModRevision, next)
+			}
+			next++
+		}
+		if next > hist.head {
+			break
+		}
+	}
+	if next <= hist.head {
+		t.Fatalf("caught up to %d of %d", next-1, hist.head)
+	}
+	if hist.maxRead > limit {
+		t.Fatalf("a read of %d values of 1 MiB: the window was not sized by bytes (StreamBytes %d)", hist.maxRead, h.opts.StreamBytes)
+	}
 }
