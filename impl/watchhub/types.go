@@ -125,9 +125,9 @@ type Options struct {
 	MaxRevisionsPerResponse int
 	// MaxEventsPerRead bounds the events of one window of history read from
 	// the store for catch-up (whole revisions: it may read one revision
-	// more), and the events of the most recent commits the hub keeps in
-	// memory to catch up watches that fall behind without reading the store.
-	// Default 4096.
+	// more; a window is also bounded to about StreamBytes), and the events
+	// of the most recent commits the hub keeps in memory to catch up watches
+	// that fall behind without reading the store. Default 4096.
 	MaxEventsPerRead int
 	// MaxWatchersPerPass bounds the watches one catch-up pass serves
 	// (etcd's maxWatchersPerSync). Default 512.
