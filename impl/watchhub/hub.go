@@ -198,7 +198,10 @@ func (h *Hub) Notify(c mvcc.Commit) {
 	}
 	h.rev = c.Revision
 	if h.nwatch == 0 {
-		h.recent.reset() // nobody to catch up; the ring restarts with the next watch
+		// Nobody to catch up: keep nothing. The recent commits start again
+		// with the next commit a watch may need.
+		h.recent.reset()
+		h.windows = nil
 		h.answerAll()
 		return
 	}
