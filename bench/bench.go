@@ -47,6 +47,13 @@ type Sizes struct {
 	CheckOps               int           // operations of the linearizability history
 	ValidateEvents         int           // events of the validated watch stream
 	InformerEvents         int           // changes through the informer
+	StartupRuns            int           // fresh starts per server and round
+	OverloadClients        int           // pollers of the read-overload run
+	OverloadKeys           int           // keys under its polled prefix
+	OverloadWriteRate      int           // writes/s offered under it
+	OverloadInterval       time.Duration // each poller's period
+	OverloadWarmup         time.Duration
+	OverloadDuration       time.Duration
 }
 
 // FullSizes are the sizes of a normal run.
@@ -59,6 +66,9 @@ var FullSizes = Sizes{
 	PollClients: 1000, PollKeys: 10, PollWriteRate: 100, PollInterval: 100 * time.Millisecond,
 	PollWarmup: 500 * time.Millisecond, PollDuration: 4 * time.Second,
 	CheckOps: 100_000, ValidateEvents: 1_000_000, InformerEvents: 100_000,
+	StartupRuns:     3,
+	OverloadClients: 1000, OverloadKeys: 100, OverloadWriteRate: 100, OverloadInterval: 100 * time.Millisecond,
+	OverloadWarmup: time.Second, OverloadDuration: 4 * time.Second,
 }
 
 // QuickSizes are the sizes of --quick: everything small, for tests.
@@ -71,6 +81,9 @@ var QuickSizes = Sizes{
 	PollClients: 100, PollKeys: 10, PollWriteRate: 100, PollInterval: 100 * time.Millisecond,
 	PollWarmup: 300 * time.Millisecond, PollDuration: time.Second,
 	CheckOps: 5_000, ValidateEvents: 30_000, InformerEvents: 5_000,
+	StartupRuns:     1,
+	OverloadClients: 100, OverloadKeys: 100, OverloadWriteRate: 100, OverloadInterval: 100 * time.Millisecond,
+	OverloadWarmup: 300 * time.Millisecond, OverloadDuration: time.Second,
 }
 
 // Config configures a run.
@@ -103,7 +116,7 @@ type Config struct {
 }
 
 // Workloads names the workloads in the order a round runs them.
-var Workloads = []string{"catchup", "memory", "put1", "put16", "fanout1", "fanout2", "latency", "poll", "checker"}
+var Workloads = []string{"startup", "catchup", "memory", "put1", "put16", "fanout1", "fanout2", "latency", "poll", "overload", "checker"}
 
 func (c *Config) setDefaults() error {
 	if c.Rounds <= 0 {
@@ -158,6 +171,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		if n, err := measureFsync(work, d); err == nil {
 			rep.Machine.Fsync = fmt.Sprintf("%s/s (4 KiB write + fdatasync, one after the other, in the servers' directory)", thousands(n))
+			rep.Machine.FsyncPerSec = n
 		}
 		if cfg.CPUProfileDir != "" {
 			if err := os.MkdirAll(cfg.CPUProfileDir, 0o755); err != nil {
@@ -181,9 +195,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	return rep, nil
 }
 
-// runRound starts a fresh server of each kind and runs every server
-// workload on each in turn; the order of the servers alternates between
-// rounds.
+// runRound measures the start-up of each kind of server, then starts a
+// fresh server of each kind and runs every other server workload on each in
+// turn; the order of the servers alternates between rounds.
 func runRound(ctx context.Context, cfg *Config, rep *Report, work string, round int) error {
 	kinds := []string{KindReference}
 	if cfg.VsEtcd {
@@ -191,6 +205,44 @@ func runRound(ctx context.Context, cfg *Config, rep *Report, work string, round 
 		if round%2 == 0 {
 			slices.Reverse(kinds)
 		}
+	}
+	logf := func(format string, args ...any) {
+		fmt.Fprintf(cfg.Log, "round %d/%d: "+format+"\n", append([]any{round, cfg.Rounds}, args...)...)
+	}
+	if cfg.selected("startup") {
+		// Alone on the machine (no other server runs), one start after the
+		// other.
+		for _, k := range kinds {
+			var toPut, toReady []float64
+			var failed error
+			for i := range max(1, cfg.Sizes.StartupRuns) {
+				dir := filepath.Join(work, fmt.Sprintf("r%d-start%d-%s", round, i, k))
+				p, r, err := measureStartup(ctx, cfg.ChildCommand, k, dir)
+				if err != nil {
+					failed = err
+					break
+				}
+				toPut, toReady = append(toPut, p.Seconds()), append(toReady, r.Seconds())
+			}
+			if failed != nil {
+				rep.fail([]string{"startup"}, k, failed)
+				logf("startup  %-9s %v", k, failed)
+				continue
+			}
+			v := median(toPut)
+			rep.add("startup", k, v)
+			note := fmt.Sprintf("start-up: serving (its ready line) after %.0f ms, first put acknowledged after %.0f ms (medians of %d)",
+				median(toReady)*1e3, v*1e3, len(toPut))
+			rep.addNote("startup", k, note)
+			logf("%-8s %-9s %s", "startup", k, note)
+		}
+	}
+	others := false
+	for _, w := range serverWorkloads(cfg.Sizes) {
+		others = others || cfg.selected(w.name)
+	}
+	if !others {
+		return nil
 	}
 	children := make([]*child, len(kinds))
 	errs := make([]error, len(kinds))
@@ -216,9 +268,6 @@ func runRound(ctx context.Context, cfg *Config, rep *Report, work string, round 
 		return err
 	}
 	s := cfg.Sizes
-	logf := func(format string, args ...any) {
-		fmt.Fprintf(cfg.Log, "round %d/%d: "+format+"\n", append([]any{round, cfg.Rounds}, args...)...)
-	}
 	for _, w := range serverWorkloads(s) {
 		if !cfg.selected(w.name) {
 			continue
@@ -282,14 +331,14 @@ func serverWorkloads(s Sizes) []serverWorkload {
 	fanout := func(i int) serverWorkload {
 		w := s.FanoutWatchers[i]
 		revs := max(1, s.FanoutEvents/w)
-		return serverWorkload{name: fmt.Sprintf("fanout%d", i+1), ids: []string{fmt.Sprintf("fanout%d", i+1)},
+		return serverWorkload{name: fmt.Sprintf("fanout%d", i+1), ids: []string{fmt.Sprintf("fanout%d", i+1), fmt.Sprintf("fanout%dcpu", i+1)},
 			run: func(ctx context.Context, c *child) ([]float64, string, error) {
-				v, per, err := measureFanout(ctx, c.endpoint, fmt.Sprintf("bench/fan%d/", i+1), w, revs)
-				return []float64{v}, fmt.Sprintf("%.1f events per response", per), err
+				r, err := measureFanout(ctx, c.endpoint, fmt.Sprintf("bench/fan%d/", i+1), w, revs)
+				return []float64{r.eventsPerSec, r.clientCPU}, fmt.Sprintf("%.1f events per response", r.perResponse), err
 			}}
 	}
 	return []serverWorkload{
-		{name: "catchup", ids: []string{"catchup"},
+		{name: "catchup", ids: []string{"catchup", "clientcpu"},
 			// The store's first writes: the watches from revision 1 replay
 			// exactly these revisions.
 			prep: func(ctx context.Context, c *child) error {
@@ -297,8 +346,8 @@ func serverWorkloads(s Sizes) []serverWorkload {
 				return err
 			},
 			run: func(ctx context.Context, c *child) ([]float64, string, error) {
-				v, per, err := measureCatchup(ctx, c.endpoint, "bench/cu/", s.CatchupWatchers, s.CatchupRevisions)
-				return []float64{v}, fmt.Sprintf("%.1f events per response", per), err
+				r, err := measureCatchup(ctx, c.endpoint, "bench/cu/", s.CatchupWatchers, s.CatchupRevisions)
+				return []float64{r.eventsPerSec, r.clientCPU}, fmt.Sprintf("%.1f events per response", r.perResponse), err
 			}},
 		{name: "memory", ids: []string{"memory"},
 			run: func(ctx context.Context, c *child) ([]float64, string, error) {
@@ -338,6 +387,12 @@ func serverWorkloads(s Sizes) []serverWorkload {
 					"watching: %.0f writes/s, %.0f changes/s delivered, clients sent %.2f B per change",
 					p.writesPerSec, p.requestsPerSec, p.changesPerSec, p.sentPerChange, w.writesPerSec, w.changesPerSec, w.sentPerChange)
 				return []float64{p.cpuPerChange, p.bytesPerChange, w.cpuPerChange, w.bytesPerChange}, note, err
+			}},
+		{name: "overload", ids: []string{"overload"},
+			run: func(ctx context.Context, c *child) ([]float64, string, error) {
+				p, err := measureOverload(ctx, c, s)
+				return []float64{p.writesPerSec}, fmt.Sprintf("under read overload: %.0f writes/s acknowledged of %d offered, %.0f polls/s answered",
+					p.writesPerSec, s.OverloadWriteRate, p.requestsPerSec), err
 			}},
 	}
 }

@@ -45,10 +45,25 @@ func TestTableShapeAndRatios(t *testing.T) {
 	if len(lines) != 2+len(labels) {
 		t.Fatalf("%d lines, want %d:\n%s", len(lines), 2+len(labels), r.Table())
 	}
+	columns := len(strings.Split(strings.Trim(Header, "|"), "|"))
 	for i, l := range lines[2:] {
 		cells := strings.Split(strings.Trim(l, "|"), "|")
-		if len(cells) != 4 || strings.TrimSpace(cells[0]) != labels[i] {
+		if len(cells) != columns || strings.TrimSpace(cells[0]) != labels[i] {
 			t.Errorf("row %d: %q", i, l)
+		}
+		// The goal column states the goal and its verdict, or "—".
+		goal := strings.TrimSpace(cells[len(cells)-1])
+		row := r.Rows[0]
+		for _, rr := range r.Rows {
+			if rr.Metric == labels[i] {
+				row = rr
+			}
+		}
+		switch {
+		case row.Goal == "" && goal != "—":
+			t.Errorf("row %q without a goal: goal cell %q", labels[i], goal)
+		case row.Goal != "" && !strings.HasPrefix(goal, row.Goal+": "):
+			t.Errorf("row %q: goal cell %q, want %q and a verdict", labels[i], goal, row.Goal)
 		}
 	}
 	for _, row := range r.Rows {
@@ -72,7 +87,7 @@ func TestMissingFigures(t *testing.T) {
 	r.fail([]string{"put1"}, KindReference, errors.New("boom"))
 	r.finish()
 	tab := r.Table()
-	if !strings.Contains(tab, "| durable puts/s, 1 writer | failed | not measured | — |") {
+	if !strings.Contains(tab, "| durable puts/s, 1 writer | failed | not measured | — | ≥ 1.5× etcd: not judged |") {
 		t.Errorf("table:\n%s", tab)
 	}
 	if f := r.Failed(); len(f) != 1 || !strings.Contains(f[0], "boom") {
@@ -80,6 +95,46 @@ func TestMissingFigures(t *testing.T) {
 	}
 	if !strings.Contains(r.Targets(), "needs --vs-etcd") {
 		t.Errorf("targets:\n%s", r.Targets())
+	}
+}
+
+// The limits section states every durable-put figure as a fraction of the
+// disk's fdatasync rate, and the catch-up and fan-out figures against the
+// bound the client's own CPU per event sets on the machine's cores.
+func TestLimits(t *testing.T) {
+	r := newReport(Config{Sizes: QuickSizes, Rounds: 1, VsEtcd: true})
+	r.Machine = Machine{Cores: 2, FsyncPerSec: 1000}
+	for _, f := range []struct {
+		id       string
+		ws, etcd float64
+	}{
+		{"put1", 500, 250}, {"put16", 4000, 2000},
+		{"catchup", 1e6, 500e3}, {"clientcpu", 0.5e-6, 1e-6},
+		{"fanout1", 400e3, 200e3}, {"fanout1cpu", 2e-6, 2e-6},
+	} {
+		r.add(f.id, KindReference, f.ws)
+		r.add(f.id, KindEtcd, f.etcd)
+	}
+	r.finish()
+	l := r.Limits()
+	for _, want := range []string{
+		"1,000 fdatasyncs/s",
+		"watchspec 500/s = 0.50 of the disk's rate", "etcd 250/s = 0.25 of the disk's rate",
+		"watchspec 4,000/s = 4.00 of the disk's rate",
+		// catch-up: 2 cores / 0.5 µs = 4M events/s; 1M is 0.25 of it.
+		"watchspec: the client spends 0.50 µs per event, so 2 cores deliver at most 4M events/s even to a server that costs nothing; it got 1M = 0.25 of that",
+		"etcd: the client spends 1.00 µs per event, so 2 cores deliver at most 2M events/s",
+		"live fan-out events/s, 100 watchers — watchspec: the client spends 2.00 µs per event",
+	} {
+		if !strings.Contains(l, want) {
+			t.Errorf("limits lack %q:\n%s", want, l)
+		}
+	}
+	if strings.Contains(l, "fan-out events/s, 1,000 watchers") {
+		t.Errorf("limits state a fan-out run that was not measured:\n%s", l)
+	}
+	if md := r.Markdown(""); !strings.Contains(md, "## The physical limits") {
+		t.Errorf("the report has no limits section")
 	}
 }
 

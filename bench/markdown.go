@@ -44,6 +44,10 @@ func (r *Report) Markdown(svgName string) string {
 	b.WriteString(r.Table())
 	b.WriteString("\n## Targets\n\nGoals for this benchmark, never assertions in tests.\n\n")
 	b.WriteString(r.Targets())
+	if l := r.Limits(); l != "" {
+		b.WriteString("\n## The physical limits\n\nHow close the figures bound by the machine are to what it allows at all.\n\n")
+		b.WriteString(l)
+	}
 	if f := r.Failed(); len(f) > 0 {
 		b.WriteString("\n## Failed measurements\n\n")
 		for _, e := range f {
@@ -79,13 +83,23 @@ channels per watch, so that the driver costs as little as possible); %[2]d watch
 stream and streams are spread over at most %[3]d connections. Values are %[4]d bytes.
 
 - **durable puts/s**: 1 or 16 clients, each putting as soon as its previous put is
-  acknowledged, for %[5]v after %[6]v of warm-up; acknowledged puts per second.
+  acknowledged, for %[5]v after %[6]v of warm-up; acknowledged puts per second. The
+  physical limits section states each as a fraction of the disk's fdatasync rate.
+- **writes under read overload**: %[25]s clients (over %[3]d connections) each read the
+  %[26]d keys of a prefix every %[27]v (linearizable Gets: more reads than two cores serve) while
+  one writer offers %[28]d puts/s (open loop, up to 256 in flight); acknowledged writes per second
+  over %[29]v after %[30]v of warm-up. A writer that queues behind the readers starves.
+- **start-up**: %[31]d time(s) per round and server, alone on the machine: the time from starting
+  a server child process on a fresh directory to the first put acknowledged by a client dialled
+  once it serves (median) — what a project that starts the server in each of its tests pays.
 - **live fan-out**: %[7]s (then %[8]s) watches on one prefix, synced; 16 clients put
   %[9]s events' worth of revisions (events ÷ watchers) under it as fast as they can. Events
   delivered ÷ the time from the first put to the last event received by the driver.
 - **catch-up**: on the fresh server, 16 clients write %[10]s revisions under one prefix;
   then %[11]s watches on it start at revision 1. %[11]s × %[10]s events ÷ the time from the
-  first watch creation to the last event received.
+  first watch creation to the last event received. The driver does nothing else meanwhile: its
+  CPU time (getrusage) ÷ the events is the client's own cost per delivered event, which bounds
+  delivery on two shared cores whatever the server does (see the physical limits).
 - **put→delivery latency**: %[12]s synced watches; one client puts %[13]d times a second,
   each value stamped with the time just before its Put is sent; every event received by every
   watch is one sample (receive time − stamp); the first tenth of the puts are not sampled.
@@ -116,7 +130,9 @@ stream and streams are spread over at most %[3]d connections. Values are %[4]d b
 		n(s.LatencyWatchers), s.LatencyRate,
 		n(s.MemWatchers),
 		n(s.PollKeys), pollValueSize, s.PollWriteRate, n(s.PollClients), s.PollInterval, s.PollWarmup, s.PollDuration,
-		n(s.CheckOps), n(s.ValidateEvents), n(s.InformerEvents))
+		n(s.CheckOps), n(s.ValidateEvents), n(s.InformerEvents),
+		n(s.OverloadClients), s.OverloadKeys, s.OverloadInterval, s.OverloadWriteRate, s.OverloadDuration, s.OverloadWarmup,
+		s.StartupRuns)
 }
 
 // WriteFiles writes PERFORMANCE.md and performance.svg into dir, keeping
@@ -152,6 +168,7 @@ var chartLabels = map[string]string{
 	"catchup": "catch-up", "latency50": "latency p50", "latency99": "latency p99",
 	"memory": "heap per idle watcher", "pollcpu": "polling: CPU per change", "pollbytes": "polling: bytes per change",
 	"watchcpu": "watching: CPU per change", "watchbytes": "watching: bytes per change",
+	"overload": "writes under read overload", "startup": "start-up to first put", "clientcpu": "catch-up: client CPU per event",
 }
 
 // SVG returns a horizontal bar chart of the ratios, on a log scale, with
@@ -165,7 +182,7 @@ func (r *Report) SVG() string {
 	var bars []bar
 	lo, hi := 0.5, 2.0
 	for _, row := range r.Rows {
-		if row.def.wsOnly {
+		if row.def.wsOnly || row.def.hidden {
 			continue
 		}
 		l := chartLabels[row.ID]

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -131,38 +132,45 @@ func watchClients(endpoint string, n int, counter *byteCounter) ([]*clientv3.Cli
 	return dialN(endpoint, max(1, min(maxConns, streams)), counter)
 }
 
+// deliveryResult is what a fan-out or catch-up run delivered.
+type deliveryResult struct {
+	eventsPerSec float64
+	perResponse  float64 // events per response
+	clientCPU    float64 // the driver's CPU seconds per delivered event
+}
+
 // measureFanout: `watchers` watches on one prefix, all synced; 16 writers
 // put `revisions` revisions under it as fast as they can. Events/s: the
 // events delivered (watchers × revisions) over the time from the first put
-// to the last event received.
-func measureFanout(ctx context.Context, endpoint, prefix string, watchers, revisions int) (float64, float64, error) {
+// to the last event received. The driver's CPU includes the writers'.
+func measureFanout(ctx context.Context, endpoint, prefix string, watchers, revisions int) (deliveryResult, error) {
 	clis, err := watchClients(endpoint, watchers, nil)
 	if err != nil {
-		return 0, 0, err
+		return deliveryResult{}, err
 	}
 	defer closeAll(clis)
 	target := int64(watchers) * int64(revisions)
 	ws, err := openWatches(ctx, clis, watchers, perStream, prefix, 0, target, nil)
 	if err != nil {
-		return 0, 0, err
+		return deliveryResult{}, err
 	}
 	defer ws.close()
 	writers, err := dialN(endpoint, writers16, nil)
 	if err != nil {
-		return 0, 0, err
+		return deliveryResult{}, err
 	}
 	defer closeAll(writers)
-	start := time.Now()
+	start, cpu0 := time.Now(), processCPU()
 	writersDone := putAll(ctx, writers, prefix, revisions)
 	werr := ws.wait(ctx, 5*time.Minute)
-	elapsed := time.Since(start)
+	elapsed, cpu := time.Since(start), processCPU()-cpu0
 	if err := writersDone(); err != nil && werr == nil {
 		werr = err
 	}
 	if werr != nil {
-		return 0, 0, werr
+		return deliveryResult{}, werr
 	}
-	return float64(target) / elapsed.Seconds(), perResponse(ws), nil
+	return deliveryResult{float64(target) / elapsed.Seconds(), perResponse(ws), cpu.Seconds() / float64(target)}, nil
 }
 
 // perResponse returns the events per response a watch set received.
@@ -173,24 +181,67 @@ func perResponse(ws *watchSet) float64 {
 // measureCatchup: `watchers` watches created at revision 1 on the prefix
 // that holds every revision of the store, which the caller wrote first
 // (writeN on a fresh server). Events/s: watchers × revisions over the time
-// from the first creation to the last event received.
-func measureCatchup(ctx context.Context, endpoint, prefix string, watchers, revisions int) (float64, float64, error) {
+// from the first creation to the last event received. The driver does
+// nothing else meanwhile: its CPU per event is the client's own cost of
+// receiving this server's responses.
+func measureCatchup(ctx context.Context, endpoint, prefix string, watchers, revisions int) (deliveryResult, error) {
 	clis, err := watchClients(endpoint, watchers, nil)
 	if err != nil {
-		return 0, 0, err
+		return deliveryResult{}, err
 	}
 	defer closeAll(clis)
 	target := int64(watchers) * int64(revisions)
-	start := time.Now()
+	start, cpu0 := time.Now(), processCPU()
 	ws, err := openWatches(ctx, clis, watchers, perStream, prefix, 1, target, nil)
 	if err != nil {
-		return 0, 0, err
+		return deliveryResult{}, err
 	}
 	defer ws.close()
 	if err := ws.wait(ctx, 10*time.Minute); err != nil {
+		return deliveryResult{}, err
+	}
+	elapsed, cpu := time.Since(start), processCPU()-cpu0
+	return deliveryResult{float64(target) / elapsed.Seconds(), perResponse(ws), cpu.Seconds() / float64(target)}, nil
+}
+
+// measureStartup starts a server child of the given kind on a fresh
+// directory and returns the time from starting its process to its first
+// acknowledged put (a client dialled once it serves), and to its ready
+// line: what a project that starts the server for each test pays.
+func measureStartup(ctx context.Context, argv []string, kind, dir string) (toPut, toReady time.Duration, err error) {
+	start := time.Now()
+	c, err := startChild(ctx, argv, kind, dir)
+	if err != nil {
 		return 0, 0, err
 	}
-	return float64(target) / time.Since(start).Seconds(), perResponse(ws), nil
+	defer func() {
+		c.stop()
+		os.RemoveAll(dir)
+	}()
+	toReady = time.Since(start)
+	cli, err := dial(c.endpoint, nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer cli.Close()
+	if _, err := cli.Put(ctx, "bench/startup", "v"); err != nil {
+		return 0, 0, err
+	}
+	return time.Since(start), toReady, nil
+}
+
+// measureOverload: the acknowledged writes/s of one writer offering
+// OverloadWriteRate puts/s while OverloadClients clients poll
+// OverloadKeys keys every OverloadInterval — more reads than two cores
+// serve — over OverloadDuration after OverloadWarmup: does the writer
+// starve behind the readers?
+func measureOverload(ctx context.Context, c *child, s Sizes) (pollResult, error) {
+	ps, err := startPollWriter(ctx, c.endpoint, "bench/over/", s.OverloadKeys, s.OverloadWriteRate)
+	if err != nil {
+		return pollResult{}, err
+	}
+	p, err := measurePolling(ctx, c, ps, s.OverloadClients, s.OverloadInterval, s.OverloadWarmup, s.OverloadDuration)
+	return p, errors.Join(err, ps.stop())
 }
 
 // latencyResult is the put→delivery latency distribution.

@@ -94,7 +94,9 @@ type serverWatchStream struct {
 	mu      sync.Mutex
 	pending []bool
 
-	frag map[int64]bool // send loop only: the watches that asked for fragments
+	frag    map[int64]bool     // send loop only: the watches that asked for fragments
+	hdr     *pb.ResponseHeader // send loop only: the last header sent
+	scratch []byte             // send loop only: the events of a response of its own
 }
 
 // recvLoop handles the client's requests in order. It returns nil when the
@@ -192,11 +194,10 @@ func (sws *serverWatchStream) sendLoop(ctx context.Context) error {
 		case len(r.Events) > 1:
 			fragment = sws.frag[r.WatchID]
 		}
-		wr := sws.toPB(r)
 		if fragment {
-			err = sendFragments(wr, maxBytes, sws.gs.Send)
+			err = sendFragments(sws.toPB(r), maxBytes, sws.gs.Send)
 		} else {
-			err = sws.gs.Send(wr)
+			err = sws.send(&r)
 		}
 		if err != nil {
 			return err
@@ -204,6 +205,36 @@ func (sws *serverWatchStream) sendLoop(ctx context.Context) error {
 	}
 }
 
+// send sends a response whose events are encoded once for every stream
+// that sends them (see wire.go): the WatchResponse carries them as its
+// unknown fields, which marshal as field 11 after the others — the bytes
+// etcd would send.
+func (sws *serverWatchStream) send(r *watchhub.Response) error {
+	if sws.hdr == nil || sws.hdr.Revision != r.Revision {
+		sws.hdr = sws.s.header(r.Revision)
+	}
+	wr := &pb.WatchResponse{
+		Header:          sws.hdr,
+		WatchId:         r.WatchID,
+		Created:         r.Created,
+		Canceled:        r.Canceled,
+		CompactRevision: r.CompactRevision,
+		CancelReason:    r.CancelReason,
+	}
+	if len(r.Events) > 0 {
+		evs := encodeEvents(r, sws.scratch[:0])
+		wr.ProtoReflect().SetUnknown(evs)
+		err := sws.gs.Send(wr)
+		if b, _ := r.Shared(); b == nil && cap(evs) <= 64<<10 {
+			sws.scratch = evs // keep a small buffer for the next one
+		}
+		return err
+	}
+	return sws.gs.Send(wr)
+}
+
+// toPB converts a response to etcd's message with its events decoded, for
+// sendFragments (which splits them).
 func (sws *serverWatchStream) toPB(r watchhub.Response) *pb.WatchResponse {
 	wr := &pb.WatchResponse{
 		Header:          sws.s.header(r.Revision),
@@ -216,15 +247,18 @@ func (sws *serverWatchStream) toPB(r watchhub.Response) *pb.WatchResponse {
 	if len(r.Events) > 0 {
 		wr.Events = make([]*mvccpb.Event, len(r.Events))
 		for i := range r.Events {
-			e := &r.Events[i]
-			pe := &mvccpb.Event{Kv: toPBKV(&e.KV), PrevKv: toPBKV(e.PrevKV)}
-			if e.Type == mvcc.Delete {
-				pe.Type = mvccpb.DELETE
-			}
-			wr.Events[i] = pe
+			wr.Events[i] = toPBEvent(&r.Events[i])
 		}
 	}
 	return wr
+}
+
+func toPBEvent(e *mvcc.Event) *mvccpb.Event {
+	pe := &mvccpb.Event{Kv: toPBKV(&e.KV), PrevKv: toPBKV(e.PrevKV)}
+	if e.Type == mvcc.Delete {
+		pe.Type = mvccpb.DELETE
+	}
+	return pe
 }
 
 // sendFragments is etcd's (v3rpc/watch.go:581-635): a response of at least

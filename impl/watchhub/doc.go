@@ -6,6 +6,10 @@
 //
 // A [Hub] is fed by the store ([Hub.Notify], in revision order) and reads
 // history back from it ([History]). A [Stream] is what one client reads: a
-// bounded queue of [Response]s shared by its watches. See [Hub] for how a
-// watch moves between the groups and docs/IMPLEMENTATION.md for the costs.
+// bounded queue of [Response]s shared by its watches. A watch that falls
+// behind gets etcd's shape of response: many revisions in one. Responses
+// share the events they deliver ([Batch], [Response.Shared]), so that a
+// server encodes each event once however many watches deliver it. See [Hub]
+// for how a watch moves between the groups and docs/IMPLEMENTATION.md for
+// the costs.
 package watchhub

@@ -13,14 +13,20 @@ import (
 //
 //   - synced: caught up. [Hub.Notify] hands it the events of each new
 //     revision at once, straight into its stream's queue.
-//   - victim: its stream's queue was full when a revision came. It keeps
-//     that one revision's events, leaves the synced group, and waits for
-//     the reader to make room.
-//   - unsynced: behind the store. A background goroutine reads the history
-//     from the store in windows of whole revisions, shared by every watch
-//     it serves, and queues each watch's events in responses of at most
-//     MaxRevisionsPerResponse revisions that fit its stream; a caught-up
-//     watch rejoins the synced group.
+//   - victim: its stream had no room when a revision came. It leaves the
+//     synced group and waits for the reader to make room; it holds nothing,
+//     for the hub keeps the most recent commits.
+//   - unsynced: behind (from a past start revision, or served once since it
+//     was a victim).
+//
+// A background goroutine serves the watches behind of the streams whose
+// reader made room: each gets one response with all its events from its
+// next revision to the end of the chunk of history that holds it — the
+// hub's recent commits, or a window read from the store and kept for the
+// next passes — at most MaxRevisionsPerResponse revisions (etcd's shape of
+// catch-up); a caught-up watch rejoins the synced group. Responses share the
+// events they deliver ([Batch]) instead of copying them, whenever a watch
+// takes a run of them whole.
 //
 // A watch from a past revision starts unsynced; a live one falls behind
 // only when its stream is full. Either is caught up only when its stream has
@@ -39,14 +45,18 @@ type Hub struct {
 	hist History
 	opts Options
 
-	mu      sync.Mutex
-	rev     int64 // the last revision notified
-	closed  bool
-	synced  syncedGroup
-	streams map[*Stream]struct{}
-	waiting map[*Stream]struct{} // streams with a progress request to answer
-	pairs   []match              // Notify's scratch
-	gen     uint32
+	mu         sync.Mutex
+	rev        int64 // the last revision notified
+	closed     bool
+	synced     syncedGroup
+	streams    map[*Stream]struct{}
+	waiting    map[*Stream]struct{} // streams with a progress request to answer
+	pairs      []match              // Notify's scratch
+	gen        uint32
+	nwatch     int      // watchers in the hub
+	recent     recent   // the most recent commits, for catch-up
+	windows    []*chunk // the last windows of history read from the store, newest last
+	eventBytes int      // the size of an event in the last window, for sizing the next
 
 	readyMu sync.Mutex
 	ready   []*Stream // streams with room and watchers behind
@@ -73,22 +83,15 @@ type watcher struct {
 	slot     int32 // position in its watcherSet
 	gen      uint32
 	ord      int32
-	victim   *victimBatch
 }
 
 // The states of a watcher.
 const (
-	stSynced uint8 = iota
-	stUnsynced
-	stVictim
+	stSynced   uint8 = iota
+	stUnsynced       // behind: replaying history (or caught up once since it was a victim)
+	stVictim         // fell behind because its stream was full when a revision came
 	stGone
 )
-
-// victimBatch is the one revision a victim holds.
-type victimBatch struct {
-	rev    int64
-	events []mvcc.Event
-}
 
 func (w *watcher) single() bool { return w.end == "" && !w.inf }
 
@@ -126,6 +129,12 @@ func New(h History, rev int64, opts Options) *Hub {
 		waiting: make(map[*Stream]struct{}),
 		kick:    make(chan struct{}, 1),
 		quit:    make(chan struct{}),
+	}
+	hub.recent = recent{
+		maxEvents: max(1, opts.MaxEventsPerRead/recentChunks),
+		maxRevs:   opts.MaxRevisionsPerResponse,
+		maxBytes:  opts.StreamBytes,
+		maxTotal:  2 * opts.StreamBytes,
 	}
 	if !opts.Manual {
 		hub.wg.Add(1)
@@ -174,6 +183,13 @@ func (h *Hub) NewStream(ctx context.Context) *Stream {
 
 // Notify delivers a commit to the synced watches. The store calls it for
 // every write revision, in revision order, once the revision is readable.
+//
+// The commit's events join the hub's recent commits (a [Batch] that the
+// responses share), and each synced watch that takes some of them gets one
+// response: a run of that batch when its events are consecutive in the
+// commit (a watch of every key the commit wrote: the common case), else its
+// own copy. A watch whose stream is full falls behind (a victim): it is
+// caught up later from the recent commits, many revisions at once.
 func (h *Hub) Notify(c mvcc.Commit) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -181,6 +197,15 @@ func (h *Hub) Notify(c mvcc.Commit) {
 		return
 	}
 	h.rev = c.Revision
+	if h.nwatch == 0 {
+		// Nobody to catch up: keep nothing. The recent commits start again
+		// with the next commit a watch may need.
+		h.recent.reset()
+		h.windows = nil
+		h.answerAll()
+		return
+	}
+	ch, at := h.recent.append(c)
 	h.gen++
 	ord := int32(0)
 	pairs := h.pairs[:0]
@@ -201,57 +226,50 @@ func (h *Hub) Notify(c mvcc.Commit) {
 		// Group by watcher; each watcher's events stay in operation order.
 		sort.SliceStable(pairs, func(a, b int) bool { return pairs[a].w.ord < pairs[b].w.ord })
 	}
-	var noPrev []mvcc.Event
 	for i := 0; i < len(pairs); {
 		w := pairs[i].w
 		j := i + 1
 		for j < len(pairs) && pairs[j].w == w {
 			j++
 		}
-		var evs []mvcc.Event
-		switch {
-		case j-i == len(c.Events) && w.prevKV:
-			evs = c.Events // the whole commit: share it
-		case j-i == len(c.Events):
-			if noPrev == nil {
-				noPrev = stripPrev(c.Events)
-			}
-			evs = noPrev
-		default:
-			evs = make([]mvcc.Event, 0, j-i)
+		r := Response{WatchID: w.id, Revision: c.Revision}
+		own := 0
+		if first, last := int(pairs[i].i), int(pairs[j-1].i); last-first == j-i-1 {
+			// Consecutive events of the commit: a run of the batch.
+			b := ch.batch(w.prevKV)
+			r.Events, r.src, r.at = b.events[at+first:at+last+1:at+last+1], b, int32(at+first)
+		} else {
+			evs := make([]mvcc.Event, 0, j-i)
 			for _, m := range pairs[i:j] {
 				e := c.Events[m.i]
 				if !w.prevKV {
 					e.PrevKV = nil
 				}
+				own += eventSize + payloadBytes(&e)
 				evs = append(evs, e)
 			}
+			r.Events = evs
 		}
-		if w.s.push(Response{WatchID: w.id, Revision: c.Revision, Events: evs}, len(evs)) {
+		if w.s.push(r, own) {
 			w.next, w.sent = c.Revision+1, true
 		} else {
-			// The stream is full: park the revision with the watcher.
+			// The stream is full: the watch falls behind, from this revision.
 			h.synced.remove(w)
 			w.state, w.next = stVictim, c.Revision
-			w.victim = &victimBatch{rev: c.Revision, events: evs}
 			w.s.behind.add(w)
 		}
 		i = j
 	}
 	clear(pairs)
 	h.pairs = pairs[:0]
+	h.answerAll()
+}
+
+// answerAll answers the progress requests that wait. The caller holds h.mu.
+func (h *Hub) answerAll() {
 	for s := range h.waiting {
 		h.answerProgress(s)
 	}
-}
-
-func stripPrev(evs []mvcc.Event) []mvcc.Event {
-	out := make([]mvcc.Event, len(evs))
-	for i, e := range evs {
-		e.PrevKV = nil
-		out[i] = e
-	}
-	return out
 }
 
 // answerProgress queues the progress notification a stream asked for if it
@@ -264,7 +282,7 @@ func (h *Hub) answerProgress(s *Stream) {
 		return
 	}
 	if len(s.behind.ws) == 0 && h.rev >= s.startBound()-1 &&
-		s.push(Response{WatchID: InvalidWatchID, Revision: h.rev}, 1) {
+		s.push(Response{WatchID: InvalidWatchID, Revision: h.rev}, 0) {
 		s.progressReq = false
 		delete(h.waiting, s)
 		return
@@ -295,7 +313,8 @@ func (h *Hub) remove(w *watcher) {
 	case stGone:
 		return
 	}
-	w.state, w.victim = stGone, nil
+	w.state = stGone
+	h.nwatch--
 	delete(w.s.watchers, w.id)
 	if w.start == w.s.maxStart {
 		w.s.maxDirty = true
@@ -337,7 +356,7 @@ func (h *Hub) Tick() {
 				continue
 			}
 			if w.state == stSynced && !w.sent && h.rev >= w.start-1 {
-				s.push(Response{WatchID: w.id, Revision: h.rev}, 1)
+				s.push(Response{WatchID: w.id, Revision: h.rev}, 0)
 			}
 			w.sent = false
 		}

@@ -149,8 +149,9 @@ func TestStartRevisions(t *testing.T) {
 }
 
 // SPEC §3.13 Slow watchers, §3.4 Atomic: a watch whose stream is full
-// becomes a victim, then unsynced, and is caught up from history in whole
-// revisions, at most MaxRevisionsPerResponse per response, missing nothing.
+// becomes a victim, then unsynced, and is caught up from the hub's recent
+// commits in whole revisions, at most MaxRevisionsPerResponse per response,
+// missing nothing.
 func TestSlowStreamIsCaughtUpFromHistory(t *testing.T) {
 	s := open(t, watchhub.Options{StreamCapacity: 3, MaxRevisionsPerResponse: 2})
 	ws := s.NewWatchStream(nil)
@@ -173,7 +174,11 @@ func TestSlowStreamIsCaughtUpFromHistory(t *testing.T) {
 		all = append(all, drain(ws)...)
 		s.Hub().Flush()
 	}
-	if got, want := shape(all), "[c1][k02][k13][k24][k35][k86 k96][k77]"; got != want {
+	// Three responses queued live (the stream's capacity), then revision 5
+	// and the rest, at most two revisions per response: the recent commits
+	// are kept in chunks of at most MaxRevisionsPerResponse revisions, and a
+	// response does not cross from one to the next.
+	if got, want := shape(all), "[c1][k02][k13][k24][k35][k86 k96 k77]"; got != want {
 		t.Fatalf("stream %s, want %s", got, want)
 	}
 	if st := s.Hub().Stats(); st.Synced != 1 {
@@ -195,37 +200,43 @@ func TestSlowStreamIsCaughtUpFromHistory(t *testing.T) {
 // proptest/testdata/rapid/TestStoreMatchesModel/...-6033.fail: a stream
 // with room for one event, whose lowest watcher needed a revision of more,
 // was marked ready again after every pass although nothing could change
-// until its reader read — Step returned true forever.
+// until its reader read — Step returned true forever. Both bounds of a
+// stream are tried: its responses, and its bytes.
 func TestBlockedCatchUpDoesNotSpin(t *testing.T) {
-	s := open(t, watchhub.Options{StreamCapacity: 2})
-	// Revision 2: two events, more than the stream will have room for.
-	if _, err := s.Txn(ctx, mvcc.TxnRequest{Success: []mvcc.Op{{Put: &mvcc.PutRequest{Key: "k1"}}, {Put: &mvcc.PutRequest{Key: "k2"}}}}); err != nil {
-		t.Fatal(err)
-	}
-	ws := s.NewWatchStream(nil)
-	if _, err := ws.Watch(ctx, watchhub.Request{Key: "x"}); err != nil { // live
-		t.Fatal(err)
-	}
-	if _, err := ws.Watch(ctx, watchhub.Request{Key: "k", RangeEnd: "l", StartRevision: 2}); err != nil { // behind
-		t.Fatal(err)
-	}
-	put(t, s, "x", "1") // 3: queued for the live watch; room is left for one event
-	passes := 0
-	for s.Hub().Step() {
-		if passes++; passes > 10 {
-			t.Fatalf("%d catch-up passes while the stream waits for its reader: the hub spins", passes)
-		}
-	}
-	if got := shape(drain(ws)); got != "[c2][c2][x3]" {
-		t.Fatalf("before catch-up: %s", got)
-	}
-	// The reader made room: the waiting watch is caught up, whole revision 2.
-	s.Hub().Flush()
-	if got := shape(drain(ws)); got != "[k12 k22]" {
-		t.Fatalf("after the reader read: %s, want revision 2 whole", got)
-	}
-	if st := s.Hub().Stats(); st.Synced != 2 || st.Unsynced != 0 {
-		t.Fatalf("stats %+v: both watches should be synced", st)
+	for _, o := range []watchhub.Options{{StreamCapacity: 1}, {StreamBytes: 1}} {
+		t.Run(fmt.Sprintf("capacity=%d,bytes=%d", o.StreamCapacity, o.StreamBytes), func(t *testing.T) {
+			s := open(t, o)
+			// Revision 2: two events.
+			if _, err := s.Txn(ctx, mvcc.TxnRequest{Success: []mvcc.Op{{Put: &mvcc.PutRequest{Key: "k1"}}, {Put: &mvcc.PutRequest{Key: "k2"}}}}); err != nil {
+				t.Fatal(err)
+			}
+			ws := s.NewWatchStream(nil)
+			if _, err := ws.Watch(ctx, watchhub.Request{Key: "x"}); err != nil { // live
+				t.Fatal(err)
+			}
+			if _, err := ws.Watch(ctx, watchhub.Request{Key: "k", RangeEnd: "l", StartRevision: 2}); err != nil { // behind
+				t.Fatal(err)
+			}
+			put(t, s, "x", "1") // 3: queued for the live watch; no room is left
+			passes := 0
+			for s.Hub().Step() {
+				if passes++; passes > 10 {
+					t.Fatalf("%d catch-up passes while the stream waits for its reader: the hub spins", passes)
+				}
+			}
+			if got := shape(drain(ws)); got != "[c2][c2][x3]" {
+				t.Fatalf("before catch-up: %s", got)
+			}
+			// The reader made room: the waiting watch is caught up, whole revision 2.
+			s.Hub().Flush()
+			if got := shape(drain(ws)); got != "[k12 k22]" {
+				t.Fatalf("after the reader read: %s, want revision 2 whole", got)
+			}
+			s.Hub().Flush() // (with StreamBytes 1, revision 2 alone filled the stream)
+			if st := s.Hub().Stats(); st.Synced != 2 || st.Unsynced != 0 {
+				t.Fatalf("stats %+v: both watches should be synced", st)
+			}
+		})
 	}
 }
 
@@ -235,13 +246,26 @@ func TestBlockedCatchUpDoesNotSpin(t *testing.T) {
 // watch is never advanced silently — and the others get their whole
 // history, with PrevKV wherever it is not compacted (§3.8).
 func TestCompactionCancelsStarvedWatchesNeverSkips(t *testing.T) {
-	s := open(t, watchhub.Options{StreamCapacity: 1, MaxWatchersPerPass: 2})
+	for _, o := range []watchhub.Options{
+		{StreamCapacity: 1, MaxWatchersPerPass: 2},
+		{StreamCapacity: 1, MaxWatchersPerPass: 2, MaxRevisionsPerResponse: 1},
+		{StreamCapacity: 1, MaxWatchersPerPass: 2, MaxEventsPerRead: 1}, // history from the store
+	} {
+		t.Run(fmt.Sprintf("maxRevs=%d,maxEvents=%d", o.MaxRevisionsPerResponse, o.MaxEventsPerRead), func(t *testing.T) {
+			compactionCancelsStarvedWatches(t, o)
+		})
+	}
+}
+
+func compactionCancelsStarvedWatches(t *testing.T, o watchhub.Options) {
+	s := open(t, o)
 	ws := s.NewWatchStream(nil)
-	put(t, s, "k", "0") // 2
-	put(t, s, "k", "1") // 3
-	put(t, s, "k", "2") // 4
-	for i := range 6 {  // 0-2 from revision 2, 3-5 from 5 (the future, for now)
-		if _, err := ws.Watch(ctx, watchhub.Request{Key: "k", PrevKV: true, StartRevision: []int64{2, 5}[i/3]}); err != nil {
+	put(t, s, "k", "0")                 // 2
+	put(t, s, "k", "1")                 // 3
+	put(t, s, "k", "2")                 // 4
+	starts := []int64{2, 2, 2, 5, 5, 5} // 0-2 from revision 2, 3-5 from 5 (the future, for now)
+	for _, start := range starts {
+		if _, err := ws.Watch(ctx, watchhub.Request{Key: "k", PrevKV: true, StartRevision: start}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -261,21 +285,25 @@ func TestCompactionCancelsStarvedWatchesNeverSkips(t *testing.T) {
 		}
 		s.Hub().Flush()
 	}
-	for id := range int64(6) {
-		got := shape(per[id][1:])
-		want := "[k5][k6][k7]" // live, one revision at a time
-		if id < 3 {
-			// Served at most revision 2 before the compaction at 5; needs 3.
-			want = "[k2][x5]"
-			if shape(per[id][1:2]) != "[k2]" {
-				want = "[x5]"
+	cancels := 0
+	for id, start := range starts {
+		rs := per[int64(id)][1:] // after the created response
+		// The events delivered: every revision from the start, none skipped,
+		// then either the head (7) or a compaction cancel that was needed.
+		next := start
+		for i, r := range rs {
+			if r.CompactRevision != 0 {
+				if i != len(rs)-1 || r.CompactRevision != 5 || next >= 5 {
+					t.Errorf("watch %d: %s: a cancel at %d after revision %d", id, shape(rs), r.CompactRevision, next-1)
+				}
+				cancels++
+				continue
 			}
-		}
-		if got != want {
-			t.Errorf("watch %d: %s, want %s", id, got, want)
-		}
-		for _, r := range per[id] {
 			for _, e := range r.Events {
+				if e.KV.ModRevision != next {
+					t.Fatalf("watch %d: %s: revision %d where %d was due", id, shape(rs), e.KV.ModRevision, next)
+				}
+				next++
 				r, p := e.KV.ModRevision, e.PrevKV
 				switch {
 				case p == nil && r-1 >= 5:
@@ -285,6 +313,12 @@ func TestCompactionCancelsStarvedWatchesNeverSkips(t *testing.T) {
 				}
 			}
 		}
+		if last := rs[len(rs)-1]; last.CompactRevision == 0 && next != 8 {
+			t.Errorf("watch %d: %s: delivered up to %d, want 7", id, shape(rs), next-1)
+		}
+	}
+	if cancels == 0 {
+		t.Errorf("no watch was cancelled: the test does not exercise §3.11")
 	}
 }
 

@@ -2,6 +2,7 @@ package watchhub
 
 import (
 	"context"
+	"math/bits"
 	"sync"
 )
 
@@ -10,10 +11,12 @@ import (
 // [Stream.Watch]; read every response of every watch, in order, with
 // [Stream.Recv].
 //
-// The queue holds at most Options.StreamCapacity events. A watch whose next
-// response does not fit falls behind instead of blocking anything: it is
-// caught up from the store's history once the reader has made room. Nothing
-// is ever dropped or reordered on the way (docs/SPEC.md §3.13).
+// The queue holds at most Options.StreamCapacity data responses and
+// Options.StreamBytes of events. A watch whose next response does not fit
+// falls behind instead of blocking anything: it is caught up from the hub's
+// recent commits or the store's history once the reader has made room, with
+// many revisions in one response. Nothing is ever dropped or reordered on
+// the way (docs/SPEC.md §3.13).
 //
 // All methods are safe for concurrent use.
 type Stream struct {
@@ -35,20 +38,32 @@ type Stream struct {
 
 	// The queue, guarded by mu.
 	mu       sync.Mutex
-	q        []entry // ring buffer
+	q        []entry   // ring buffer: qb.q, or nil
+	qb       *queueBuf // its holder, for the pool
 	head, n  int
-	used     int  // events (responses without events count 1) of data responses queued
-	ctrl     int  // control responses queued
-	wantRoom bool // the hub has something that did not fit
+	data     int    // data responses queued (entries that are not control responses)
+	bytes    int    // bytes charged for them
+	tail     *Batch // the batch of the last data response queued, if it shares one
+	tailPin  int    // what the run of responses of tail is charged
+	ctrl     int    // control responses queued
+	wantRoom bool   // the hub has something that did not fit
 	closed   bool
-	avail    chan struct{} // cap 1: something was queued
-	room     chan struct{} // cap 1: a control response was read
-	done     chan struct{} // closed when the stream is closed
+	avail    chan struct{} // cap 1: something was queued; closed when the stream is
+	room     chan struct{} // cap 1: a control response was read; closed when the stream is
 }
 
+// entry is one queued response. A data response is charged own — the
+// memory of the events copied for it — and run: its share of what a run of
+// consecutive responses sharing one batch is charged for pinning it (the
+// batch's size when the response was queued, less what the run was charged
+// before). When a response is read, its run charge passes to the next
+// response of the run, if one is queued: a batch stays charged while any
+// response of the stream holds it.
 type entry struct {
 	resp Response
-	cost int // 0 for control responses
+	own  int32
+	run  int32
+	data bool
 }
 
 func newStream(h *Hub) *Stream {
@@ -57,7 +72,6 @@ func newStream(h *Hub) *Stream {
 		watchers: make(map[int64]*watcher),
 		avail:    make(chan struct{}, 1),
 		room:     make(chan struct{}, 1),
-		done:     make(chan struct{}),
 	}
 }
 
@@ -69,22 +83,9 @@ func (s *Stream) Recv(ctx context.Context) (Response, error) {
 	for {
 		s.mu.Lock()
 		if s.n > 0 {
-			e := s.q[s.head]
-			s.q[s.head] = entry{}
-			s.head = (s.head + 1) % len(s.q)
-			s.n--
-			if s.n == 0 && len(s.q) > 8 {
-				s.q, s.head = nil, 0 // an idle stream keeps no buffer
-			}
-			if e.cost == 0 {
-				s.ctrl--
-				select {
-				case s.room <- struct{}{}:
-				default:
-				}
-			}
-			s.used -= e.cost
-			wake := s.wantRoom && s.used <= s.hub.opts.StreamCapacity/2
+			e := s.pop()
+			opts := &s.hub.opts
+			wake := s.wantRoom && s.data <= opts.StreamCapacity/2 && s.bytes <= opts.StreamBytes/2
 			if wake {
 				s.wantRoom = false
 			}
@@ -101,34 +102,137 @@ func (s *Stream) Recv(ctx context.Context) (Response, error) {
 		s.mu.Unlock()
 		select {
 		case <-s.avail:
-		case <-s.done:
 		case <-ctx.Done():
 			return Response{}, ctx.Err()
 		}
 	}
 }
 
-// fits reports whether a data response with the given cost fits now. The
-// caller holds s.mu.
-func (s *Stream) fits(cost int) bool {
-	return s.used == 0 || s.used+cost <= s.hub.opts.StreamCapacity
+// pop takes the head of the queue and releases what it was charged. The
+// caller holds s.mu and has checked s.n > 0.
+func (s *Stream) pop() entry {
+	e := s.q[s.head]
+	s.q[s.head] = entry{}
+	s.head = (s.head + 1) % len(s.q)
+	s.n--
+	if !e.data {
+		s.ctrl--
+		if !s.closed {
+			select {
+			case s.room <- struct{}{}:
+			default:
+			}
+		}
+	} else {
+		s.data--
+		s.bytes -= int(e.own)
+		if e.run > 0 {
+			// The run's charge passes to its next response, if queued.
+			if next := s.nextData(); next != nil && next.resp.src == e.resp.src {
+				next.run += e.run
+			} else {
+				s.bytes -= int(e.run)
+			}
+		}
+		if s.data == 0 {
+			s.tail = nil
+		}
+	}
+	if s.n == 0 {
+		// An idle stream keeps no buffer: it goes back to the pool (every
+		// slot was cleared when read).
+		putQueue(s.qb)
+		s.q, s.qb, s.head = nil, nil, 0
+	}
+	return e
+}
+
+// A queue's buffers: minQueue entries, then twice as many each time it is
+// full. The buffers of queues that emptied or grew wait in pools by size,
+// so that a stream whose reader keeps up allocates none per response, and
+// an idle one holds none.
+const (
+	minQueue    = 4
+	queueSizes  = 10 // pooled sizes: minQueue << 0 .. queueSizes-1
+	maxPooledQ  = minQueue << (queueSizes - 1)
+	queueShift0 = 2 // log2(minQueue)
+)
+
+type queueBuf struct{ q []entry }
+
+var queuePools [queueSizes]sync.Pool
+
+func queueClass(size int) int { return bits.Len(uint(size)) - 1 - queueShift0 }
+
+func getQueue(size int) *queueBuf {
+	if size <= maxPooledQ {
+		if b, ok := queuePools[queueClass(size)].Get().(*queueBuf); ok {
+			return b
+		}
+	}
+	return &queueBuf{q: make([]entry, size)}
+}
+
+// putQueue pools a buffer whose slots are all cleared.
+func putQueue(b *queueBuf) {
+	if b != nil && len(b.q) <= maxPooledQ {
+		queuePools[queueClass(len(b.q))].Put(b)
+	}
+}
+
+// nextData returns the first queued data response, or nil. Only control
+// responses (at most MaxControlResponses) can precede it.
+func (s *Stream) nextData() *entry {
+	for i := range s.n {
+		if e := &s.q[(s.head+i)%len(s.q)]; e.data {
+			return e
+		}
+	}
+	return nil
+}
+
+// runCharge returns what queuing r charges the stream beyond the memory of
+// its own: the pin of r's batch if r starts a new run of responses sharing
+// it, or what the batch grew by since the run was charged. The caller holds
+// s.mu.
+func (s *Stream) runCharge(r *Response) int {
+	switch {
+	case r.src == nil:
+		return 0
+	case r.src != s.tail:
+		return r.src.pin
+	}
+	return max(0, r.src.pin-s.tailPin)
+}
+
+// fits reports whether a data response charged `bytes` fits now. The caller
+// holds s.mu.
+func (s *Stream) fits(bytes int) bool {
+	o := &s.hub.opts
+	return s.data == 0 || s.data < o.StreamCapacity && s.bytes+bytes <= o.StreamBytes
 }
 
 // push queues a data response if it fits, and otherwise records that the
-// hub wants room. The caller holds hub.mu.
-func (s *Stream) push(r Response, cost int) bool {
-	cost = max(cost, 1)
+// hub wants room. own is the memory of the events copied for r (0 when it
+// shares a batch or has none). The caller holds hub.mu.
+func (s *Stream) push(r Response, own int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return false
 	}
-	if !s.fits(cost) {
+	run := s.runCharge(&r)
+	if !s.fits(own + run) {
 		s.wantRoom = true
 		return false
 	}
-	s.used += cost
-	s.enqueue(entry{resp: r, cost: cost})
+	s.data++
+	s.bytes += own + run
+	if r.src != s.tail {
+		s.tailPin = 0
+	}
+	s.tail, s.tailPin = r.src, s.tailPin+run
+	s.enqueue(entry{resp: r, own: int32(own), run: int32(run), data: true})
 	return true
 }
 
@@ -144,23 +248,23 @@ func (s *Stream) pushCtrl(r Response) {
 	s.enqueue(entry{resp: r})
 }
 
-// space returns the events that may still be queued now, and whether the
-// queue is empty (then one revision of any size may be queued). The caller
+// space returns the bytes that may still be queued now, and whether no data
+// response is queued (then one revision of any size may be). The caller
 // holds hub.mu.
-func (s *Stream) space() (room int, empty bool) {
+func (s *Stream) space() (bytes int, empty bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.hub.opts.StreamCapacity - s.used, s.used == 0
+	return s.hub.opts.StreamBytes - s.bytes, s.data == 0
 }
 
-// waitRoom reports whether a response of the given cost does not fit now,
-// and if so, asks the reader to wake the hub once it has made room. The
-// check and the request are one step: a reader that drains the queue in
+// waitRoom reports whether a data response charged `bytes` does not fit
+// now, and if so, asks the reader to wake the hub once it has made room.
+// The check and the request are one step: a reader that drains the queue in
 // between would otherwise never wake the hub. The caller holds hub.mu.
-func (s *Stream) waitRoom(cost int) bool {
+func (s *Stream) waitRoom(bytes int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed || s.fits(max(cost, 1)) {
+	if s.closed || s.fits(bytes) {
 		return false
 	}
 	s.wantRoom = true
@@ -168,12 +272,19 @@ func (s *Stream) waitRoom(cost int) bool {
 }
 
 func (s *Stream) enqueue(e entry) {
+	if s.q == nil {
+		s.qb = getQueue(minQueue)
+		s.q = s.qb.q
+	}
 	if s.n == len(s.q) {
-		q := make([]entry, max(4, 2*len(s.q)))
+		qb := getQueue(2 * len(s.q))
 		for i := range s.n {
-			q[i] = s.q[(s.head+i)%len(s.q)]
+			j := (s.head + i) % len(s.q)
+			qb.q[i] = s.q[j]
+			s.q[j] = entry{}
 		}
-		s.q, s.head = q, 0
+		putQueue(s.qb)
+		s.qb, s.q, s.head = qb, qb.q, 0
 	}
 	s.q[(s.head+s.n)%len(s.q)] = e
 	s.n++
@@ -189,7 +300,8 @@ func (s *Stream) closeQueue() {
 	defer s.mu.Unlock()
 	if !s.closed {
 		s.closed = true
-		close(s.done)
+		close(s.avail)
+		close(s.room)
 	}
 }
 
@@ -212,7 +324,6 @@ func (s *Stream) waitCtrlRoom(ctx context.Context) error {
 		h.mu.Unlock()
 		select {
 		case <-s.room:
-		case <-s.done:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -286,6 +397,7 @@ func (s *Stream) Watch(ctx context.Context, req Request) (int64, error) {
 		}
 	}
 	s.watchers[id] = w
+	h.nwatch++
 	if start > s.maxStart {
 		s.maxStart = start
 	}

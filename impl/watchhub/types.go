@@ -36,7 +36,9 @@ type Request struct {
 // notification.
 //
 // The Events slice and the key-values it points to may be shared with other
-// responses and with the store: treat them as read-only.
+// responses and with the store: treat them as read-only. [Response.Shared]
+// tells which batch of shared events they belong to, so that a server can
+// encode each event for the wire once, however many watches deliver it.
 type Response struct {
 	// WatchID is the watch the response is for, or [InvalidWatchID] for a
 	// rejected creation and for a progress notification that answers
@@ -46,15 +48,34 @@ type Response struct {
 	// never decrease (docs/SPEC.md §3.12), except that a compaction cancel
 	// carries 0, as in etcd.
 	Revision int64
-	Events   []mvcc.Event
+	// Events are the watch's events of one or more whole revisions (a
+	// revision is never split, docs/SPEC.md §3.4), in revision and operation
+	// order.
+	Events []mvcc.Event
 	// Created marks the answer to a creation; with Canceled, a rejection.
 	Created bool
 	// Canceled ends the watch: nothing more comes for WatchID.
 	Canceled bool
+	at       int32 // the position of Events[0] in src
 	// CompactRevision, when not 0, cancels a watch that needs history below
 	// it that compaction removed (docs/SPEC.md §3.11).
 	CompactRevision int64
 	CancelReason    string
+	src             *Batch // the batch Events is a run of, or nil
+}
+
+// Shared returns the batch of events that r.Events is a run of, and where:
+// r.Events is b.Events(at+len(r.Events))[at:]. Every response that delivers
+// an event of b refers to the same b, across watches and streams, so a
+// value derived from b's events — their wire encoding — can be computed once
+// and kept with b ([Batch.Memo]). Shared returns nil when r has no events,
+// or when its events were selected for its watch alone (a watch that
+// filters or that covers only some keys of a revision) and are its own.
+func (r *Response) Shared() (b *Batch, at int) {
+	if r.src == nil || len(r.Events) == 0 {
+		return nil, 0
+	}
+	return r.src, int(r.at)
 }
 
 // IsProgressNotify reports whether r is a progress notification: no events,
@@ -78,14 +99,23 @@ type History interface {
 	Events(from, to int64, maxEvents int, withPrev bool) (evs []mvcc.Event, last int64, err error)
 }
 
-// Options configure a [Hub]. The zero Options are etcd's defaults.
+// Options configure a [Hub]. The zero Options are etcd's defaults, with a
+// bound on bytes that etcd does not have.
 type Options struct {
-	// StreamCapacity bounds what a stream holds for its reader, in events
-	// (a response without events counts as one). A response that does not
-	// fit is not queued — the watch falls behind and is caught up later —
-	// except that a stream with nothing queued always takes one revision,
-	// however large. Default 128 (etcd's chanBufLen, there in responses).
+	// StreamCapacity bounds the data responses (events, progress
+	// notifications, compaction cancels) a stream holds for its reader.
+	// A response that does not fit is not queued — the watch falls behind
+	// and is caught up later, many revisions in one response — except that
+	// a stream with nothing queued always takes one. Default 128 (etcd's
+	// chanBufLen).
 	StreamCapacity int
+	// StreamBytes bounds the memory those responses hold: the events copied
+	// for the stream, and every batch of shared events it refers to, counted
+	// once for each run of consecutive responses that refer to it (see
+	// docs/IMPLEMENTATION.md). A response that does not fit is not queued,
+	// or is cut at a revision boundary; a stream with nothing queued always
+	// takes one response, however large. Default 4 MiB.
+	StreamBytes int
 	// MaxControlResponses bounds the created and canceled responses a stream
 	// holds beyond StreamCapacity; Watch and Cancel wait when it is reached
 	// (etcd's ctrlStreamBufLen). Default 16.
@@ -93,8 +123,11 @@ type Options struct {
 	// MaxRevisionsPerResponse bounds the revisions of one catch-up response
 	// (etcd's watchBatchMaxRevs). Default 1000.
 	MaxRevisionsPerResponse int
-	// MaxEventsPerRead bounds the events one catch-up pass reads from the
-	// store (whole revisions: it may read one revision more). Default 4096.
+	// MaxEventsPerRead bounds the events of one window of history read from
+	// the store for catch-up (whole revisions: it may read one revision
+	// more; a window is also bounded to about StreamBytes), and the events
+	// of the most recent commits the hub keeps in memory to catch up watches
+	// that fall behind without reading the store. Default 4096.
 	MaxEventsPerRead int
 	// MaxWatchersPerPass bounds the watches one catch-up pass serves
 	// (etcd's maxWatchersPerSync). Default 512.
@@ -113,6 +146,9 @@ type Options struct {
 func (o *Options) setDefaults() {
 	if o.StreamCapacity <= 0 {
 		o.StreamCapacity = 128
+	}
+	if o.StreamBytes <= 0 {
+		o.StreamBytes = 4 << 20
 	}
 	if o.MaxControlResponses <= 0 {
 		o.MaxControlResponses = 16
