@@ -314,3 +314,13 @@ func fromWatchResponse(wr clientv3.WatchResponse) watch.Response {
 
 // Flush flushes the trace.
 func (r *Recorder) Flush() error { return r.w.Flush() }
+
+// RequestProgress asks the watch stream that ctx selects on w for a
+// progress notification (clientv3's Watcher.RequestProgress): clientv3
+// sends it on the stream its watches with the same outgoing metadata share
+// (client/v3/watch.go streamKeyFromCtx), and etcd answers once, when every
+// watch of the stream is synced, with a response that clientv3 hands to
+// every watch of the stream.
+func (c *Client) RequestProgress(ctx context.Context, w clientv3.Watcher) error {
+	return w.RequestProgress(ctx)
+}
