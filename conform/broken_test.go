@@ -13,6 +13,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -613,18 +614,13 @@ func recordBroken(t *testing.T, m *mutant, cfg Config) (*traces.Trace, []byte, S
 	return tr, raw, stats
 }
 
-// keepTrace saves the trace of a failed run where it outlives the test.
+// keepTrace saves the trace of a failed run in the test's artifact
+// directory.
 func keepTrace(t *testing.T, raw []byte) {
-	f, err := os.CreateTemp("", "watchspec-broken-*.ndjson")
-	if err == nil {
-		_, err = f.Write(raw)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-	}
-	if err != nil {
+	path := filepath.Join(t.ArtifactDir(), "trace.ndjson")
+	if err := os.WriteFile(path, raw, 0o644); err != nil {
 		t.Logf("saving the trace: %v", err)
 		return
 	}
-	t.Logf("trace saved as %s", f.Name())
+	t.Logf("trace saved as %s", path)
 }
