@@ -7,7 +7,7 @@
 //
 //   - KV clients put unique values, delete keys and key ranges, run
 //     multi-key and optimistic (compare-and-swap) transactions, and read
-//     the current and past revisions;
+//     the current and past revisions, some of them serializable;
 //   - a compactor compacts, every CompactEvery, to the revision it saw in the
 //     previous round (as Kubernetes does);
 //   - watching clients each keep WatchesPerStream watches open at once on
@@ -81,6 +81,11 @@ type Config struct {
 	// on its stream, burst after burst (default 200; negative: no catch-up
 	// client).
 	CatchUpWatches int
+	// SerializableReads is the fraction of reads sent serializable
+	// (clientv3.WithSerializable: the member that gets one answers from its
+	// own state, which may be behind; default 0.1; negative: none). They
+	// are recorded as such (traces.Op.Serializable).
+	SerializableReads float64
 	// CompactEvery is the compaction period (default 150ms; negative: never).
 	CompactEvery time.Duration
 	// Seed makes the workload's choices reproducible (the timing of a
@@ -147,8 +152,11 @@ func (c *Config) defaults() error {
 	if c.CatchUpWatches == 0 {
 		c.CatchUpWatches = 200
 	}
-	if c.SlowReaders > 1 {
-		return fmt.Errorf("SlowReaders is a fraction, at most 1, not %v", c.SlowReaders)
+	if c.SerializableReads == 0 {
+		c.SerializableReads = 0.1
+	}
+	if c.SlowReaders > 1 || c.SerializableReads > 1 {
+		return fmt.Errorf("SlowReaders (%v) and SerializableReads (%v) are fractions, at most 1", c.SlowReaders, c.SerializableReads)
 	}
 	if c.CompactEvery == 0 {
 		c.CompactEvery = 150 * time.Millisecond
@@ -318,10 +326,16 @@ func Record(ctx context.Context, cfg Config, out io.Writer) (Stats, error) {
 	return stats, err
 }
 
-// traceHeader is the header of a run's trace.
+// traceHeader is the header of a run's trace: baseCompaction 0 (nothing
+// below revision 2 compacted) is recorded as "never compacted" (-1), which
+// no read or watch can tell apart.
 func traceHeader(cfg Config, tool string, base, baseCompaction int64) traces.Header {
+	compacted := baseCompaction
+	if compacted == 0 {
+		compacted = -1
+	}
 	return traces.Header{System: cfg.System, SystemVersion: cfg.SystemVersion, Tool: tool, Seed: cfg.Seed,
-		Profile: cfg.Profile, UniqueValues: true, BaseRevision: base}
+		Profile: cfg.Profile, UniqueValues: true, BaseRevision: base, BaseCompactRevision: &compacted}
 }
 
 func (r *run) seen(resp kv.Response) {
@@ -413,9 +427,22 @@ func (r *run) progress(ctx context.Context) {
 
 // do sends one request through c with the run's timeout.
 func (r *run) do(ctx context.Context, c *record.Client, req kv.Request) (kv.Response, error) {
+	return r.send(ctx, c, req, false)
+}
+
+// send sends one request through c with the run's timeout, a range perhaps
+// serializable.
+func (r *run) send(ctx context.Context, c *record.Client, req kv.Request, serializable bool) (kv.Response, error) {
 	rctx, cancel := context.WithTimeout(ctx, r.cfg.RequestTimeout)
 	defer cancel()
-	resp, err := c.Do(rctx, req)
+	var resp kv.Response
+	var err error
+	if serializable && req.Range != nil {
+		r.stats.serializable.Add(1)
+		resp, err = c.ReadSerializable(rctx, *req.Range)
+	} else {
+		resp, err = c.Do(rctx, req)
+	}
 	r.stats.ops.Add(1)
 	if err != nil {
 		r.stats.unknown.Add(1)
@@ -496,7 +523,7 @@ func (r *run) kvClient(ctx context.Context, i int) error {
 			sub := r.prefix
 			req.Range = &kv.RangeRequest{Key: sub, RangeEnd: kv.PrefixEnd(sub), Revision: rev}
 		}
-		r.do(ctx, c, req)
+		r.send(ctx, c, req, req.Range != nil && rng.Float64() < r.cfg.SerializableReads)
 	}
 	return nil
 }

@@ -59,6 +59,7 @@ type conformFlags struct {
 	slowReaders      float64
 	progressEvery    time.Duration
 	catchUpWatches   int
+	serializable     float64
 	prefix           string
 }
 
@@ -83,6 +84,7 @@ func runConform(args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&f.slowReaders, "slow-readers", 0.2, "fraction of watches that stop reading for a while (0: none)")
 	fs.DurationVar(&f.progressEvery, "progress-every", 250*time.Millisecond, "how often each watching client asks its stream for progress (0: never)")
 	fs.IntVar(&f.catchUpWatches, "catch-up-watches", 200, "watches opened at once, burst after burst, from far behind the head on one stream (0: no bursts)")
+	fs.Float64Var(&f.serializable, "serializable", 0.1, "fraction of reads sent serializable (served by any member from its own state; 0: none)")
 	fs.StringVar(&f.prefix, "prefix", "", "where the run's keys live; no key may exist under it (default: a new prefix per run, /watchspec/<time>-<random>/)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -124,7 +126,7 @@ func runConform(args []string, stdout, stderr io.Writer) int {
 	cfg := conform.Config{Duration: f.duration, Clients: f.clients, Watchers: f.watchers, CompactEvery: f.compactEvery,
 		Seed: f.seed, Profile: f.profile, Workload: workload, Progress: progress, Prefix: f.prefix,
 		WatchesPerStream: f.watchesPerStream, SlowReaders: f.slowReaders, ProgressRequestEvery: f.progressEvery,
-		CatchUpWatches: f.catchUpWatches}
+		CatchUpWatches: f.catchUpWatches, SerializableReads: f.serializable}
 	// The flags say 0 for none; Config says negative (0 takes the default).
 	if f.compactEvery == 0 {
 		cfg.CompactEvery = -1
@@ -137,6 +139,9 @@ func runConform(args []string, stdout, stderr io.Writer) int {
 	}
 	if f.catchUpWatches == 0 {
 		cfg.CatchUpWatches = -1
+	}
+	if f.serializable == 0 {
+		cfg.SerializableReads = -1
 	}
 	if f.endpoints != "" {
 		cfg.Endpoints = strings.Split(f.endpoints, ",")
@@ -191,9 +196,9 @@ func runConform(args []string, stdout, stderr io.Writer) int {
 	}
 	var summary strings.Builder
 	status := report(io.MultiWriter(stdout, &summary), []*linearizability.Result{res})
-	fmt.Fprintf(&summary, "\nseed %d; reproduce the workload with: watchspec conform --seed %d --duration %v --clients %d --watchers %d --compact-every %v --workload %s --watches-per-stream %d --slow-readers %v --progress-every %v --catch-up-watches %d",
+	fmt.Fprintf(&summary, "\nseed %d; reproduce the workload with: watchspec conform --seed %d --duration %v --clients %d --watchers %d --compact-every %v --workload %s --watches-per-stream %d --slow-readers %v --progress-every %v --catch-up-watches %d --serializable %v",
 		f.seed, f.seed, f.duration, f.clients, f.watchers, f.compactEvery, workloadName(workload),
-		f.watchesPerStream, f.slowReaders, f.progressEvery, f.catchUpWatches)
+		f.watchesPerStream, f.slowReaders, f.progressEvery, f.catchUpWatches, f.serializable)
 	if f.profile != "" {
 		fmt.Fprintf(&summary, " --profile %s", f.profile)
 	}
@@ -232,6 +237,8 @@ func (f *conformFlags) validate(fs *flag.FlagSet) error {
 		return fmt.Errorf("--watches-per-stream must be at least 1, not %d", f.watchesPerStream)
 	case f.slowReaders < 0 || f.slowReaders > 1:
 		return fmt.Errorf("--slow-readers is a fraction between 0 and 1, not %v", f.slowReaders)
+	case f.serializable < 0 || f.serializable > 1:
+		return fmt.Errorf("--serializable is a fraction between 0 and 1, not %v", f.serializable)
 	case f.progressEvery < 0:
 		return fmt.Errorf("--progress-every must not be negative, not %v", f.progressEvery)
 	case f.catchUpWatches < 0:
