@@ -9,6 +9,15 @@
 // compacted revision — is recorded as the operation's outcome; any other
 // failure (a timeout, a lost connection) leaves the outcome unknown: the
 // operation may or may not have taken effect, and the checker allows both.
+//
+// The trace says what a checker needs to judge the client's view of real
+// use (trace format version 2): which watches share one clientv3 watch
+// stream ([Client.Watch]) and when the client asked a stream for progress
+// ([Client.RequestProgress]) — etcd answers a stream, and clientv3 hands
+// the answer to every watch on it —, which reads were serializable
+// ([Client.ReadSerializable]), and which watch ended by a client-side error.
+// The header (the store's base revision and the compaction in force, see
+// traces.Header) is the caller's to write.
 package record
 
 import (

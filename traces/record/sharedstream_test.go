@@ -118,8 +118,11 @@ func recordSharedStream(t *testing.T, endpoints []string, system, version string
 	}
 	defer cli.Close()
 	var buf bytes.Buffer
+	// A fresh store: revision 1, never compacted.
+	never := int64(-1)
 	w, err := traces.NewWriter(&buf, traces.Header{System: system, SystemVersion: version,
-		Tool: "traces/record TestSharedStreamCatchUp", Seed: int64(s.Seed), UniqueValues: true})
+		Tool: "traces/record TestSharedStreamCatchUp", Seed: int64(s.Seed), UniqueValues: true,
+		BaseRevision: 1, BaseCompactRevision: &never})
 	if err != nil {
 		t.Fatal(err)
 	}
