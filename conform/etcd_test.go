@@ -145,29 +145,14 @@ func TestEtcdThreeMembersWithRestart(t *testing.T) {
 // killOrRestart returns a Disrupt for cluster: on odd calls it kills a member
 // (SIGKILL; every other time the leader) and starts it again after a
 // while, on even calls it restarts one gracefully.
-func killOrRestart(cluster *etcdtest.Cluster, members int, seed int64) func(context.Context) (Disruption, error) {
+func killOrRestart(cluster *etcdtest.Cluster, seed int64) func(context.Context) (Disruption, error) {
 	rng := rand.New(rand.NewPCG(uint64(seed), 77))
 	n := 0
 	return func(ctx context.Context) (Disruption, error) {
 		n++
-		i, who := rng.IntN(members), ""
-		if n%4 == 1 {
-			if l := cluster.Leader(ctx); l >= 0 {
-				i, who = l, " (the leader)"
-			}
-		}
-		if n%2 == 0 {
-			return Disruption{Text: fmt.Sprintf("restarted member m%d%s gracefully", i, who)}, cluster.Restart(i)
-		}
-		if err := cluster.Kill(i); err != nil {
-			return Disruption{}, err
-		}
-		down := time.Duration(100+rng.IntN(500)) * time.Millisecond
-		select {
-		case <-ctx.Done():
-		case <-time.After(down):
-		}
-		return Disruption{Kill: true, Text: fmt.Sprintf("killed member m%d%s (SIGKILL), started again after %v", i, who, down)}, cluster.Start(i)
+		kill := n%2 == 1
+		text, err := cluster.KillOrRestart(ctx, rng, kill, n%4 == 1, time.Duration(100+rng.IntN(500))*time.Millisecond)
+		return Disruption{Kill: kill, Text: text}, err
 	}
 }
 
@@ -188,7 +173,7 @@ func TestEtcdThreeMembersWithKills(t *testing.T) {
 			defer cluster.Close()
 			seed := runSeed(t, 2, i)
 			cfg := Config{Duration: *etcdDuration, Seed: seed, Clients: 4, Watchers: 4,
-				Disrupt: killOrRestart(cluster, 3, seed), RestartEvery: time.Second}
+				Disrupt: killOrRestart(cluster, seed), RestartEvery: time.Second}
 			tr, stats := recordOn(t, cluster, cfg)
 			logStats(t, stats)
 			if stats.Kills == 0 {

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/url"
 	"os"
@@ -290,6 +291,32 @@ func (c *Cluster) Leader(ctx context.Context) int {
 		}
 	}
 	return -1
+}
+
+// KillOrRestart disrupts one member, as a test of clients riding through
+// failures does, and says what it did: with kill, it kills a member
+// (SIGKILL; the leader when leader is set and one is known) and starts it
+// again after down; otherwise it restarts one gracefully. rng picks the
+// member.
+func (c *Cluster) KillOrRestart(ctx context.Context, rng *rand.Rand, kill, leader bool, down time.Duration) (string, error) {
+	i, who := rng.IntN(len(c.members)), ""
+	if leader {
+		if l := c.Leader(ctx); l >= 0 {
+			i, who = l, " (the leader)"
+		}
+	}
+	name := c.members[i].cfg.Name
+	if !kill {
+		return fmt.Sprintf("restarted member %s%s gracefully", name, who), c.Restart(i)
+	}
+	if err := c.Kill(i); err != nil {
+		return "", err
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(down):
+	}
+	return fmt.Sprintf("killed member %s%s (SIGKILL), started again after %v", name, who, down), c.Start(i)
 }
 
 // Close stops every member (in parallel, killing processes that do not stop
