@@ -202,7 +202,6 @@ func (r *run) catchUp(ctx context.Context) error {
 		return err
 	}
 	defer cli.Close()
-	r.stats.streams.Add(1)
 	rng := rand.New(rand.NewPCG(uint64(r.cfg.Seed), 3000))
 	c := r.rec.Client(cli)
 	stream := clientv3.WithRequireLeader(ctx)
@@ -214,6 +213,7 @@ func (r *run) catchUp(ctx context.Context) error {
 			return true
 		}
 	}
+	bursts := 0
 	for pause(time.Second) {
 		// Spare the history from here on until the burst is over.
 		r.compactMu.Lock()
@@ -225,6 +225,9 @@ func (r *run) catchUp(ctx context.Context) error {
 			time.Sleep(20 * time.Millisecond)
 		}
 		if ctx.Err() == nil {
+			if bursts++; bursts == 1 {
+				r.stats.streams.Add(1)
+			}
 			r.burst(stream, cli, c, rng, from)
 		}
 		r.compactMu.Lock()
