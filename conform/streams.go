@@ -149,7 +149,7 @@ func (r *run) session(ctx context.Context, cli *clientv3.Client, c *record.Clien
 		pauseAt = time.Duration(rng.IntN(500)) * time.Millisecond
 	}
 	progressAt := time.Duration(-1)
-	if rng.IntN(3) == 0 {
+	if r.cfg.ProgressRequestEvery > 0 && rng.IntN(3) == 0 {
 		progressAt = time.Duration(rng.IntN(800)) * time.Millisecond
 	}
 	start := time.Now()

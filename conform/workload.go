@@ -74,8 +74,9 @@ type Config struct {
 	// (default 0.2; negative: none).
 	SlowReaders float64
 	// ProgressRequestEvery is how often each watching client asks its
-	// stream for progress (clientv3's RequestProgress; default 250ms;
-	// negative: never).
+	// stream for progress (clientv3's RequestProgress; default 250ms), on
+	// top of the requests its watches make now and then; negative: none
+	// (the collector asks its own stream all the same).
 	ProgressRequestEvery time.Duration
 	// CatchUpWatches is how many watches the catch-up client opens at once
 	// on its stream, burst after burst (default 200; negative: no catch-up

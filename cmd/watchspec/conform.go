@@ -26,9 +26,17 @@ recording against docs/SPEC.md with the same code as 'watchspec check'.
 With no --endpoints, it starts watchspec's reference server in-process on a
 loopback port with a temporary data directory, and restarts it on that
 directory every 10 s (--restart-every): clients must ride through, resuming
-watches from the last revision they saw. Against your own store, give --endpoints: the store must
-hold no keys under the run's prefix and have no other writers during the
-run (revisions are store-wide). See docs/CONFORMANCE.md.
+watches from the last revision they saw. Against your own store, give
+--endpoints: nobody else may write during the run (revisions are
+store-wide). A store in use, compacted, reused from run to run is fine:
+each run writes under a prefix of its own and records the revision and
+the compaction in force when it starts.
+
+The workload uses etcd as its users do: watches sharing one clientv3
+stream per watching client (--watches-per-stream), progress requests on
+those streams (--progress-every), bursts of catch-up watches on one stream
+(--catch-up-watches), slow readers (--slow-readers), serializable reads
+(--serializable). See docs/CONFORMANCE.md.
 
 --workload kubernetes sends only what the Kubernetes apiserver sends (for a
 store such as kine that implements no more); --profile NAME checks under a
@@ -82,7 +90,7 @@ func runConform(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&f.quiet, "q", false, "no progress messages on stderr")
 	fs.IntVar(&f.watchesPerStream, "watches-per-stream", 4, "watches each watching client keeps open at once on its one watch stream (1: a stream per watch)")
 	fs.Float64Var(&f.slowReaders, "slow-readers", 0.2, "fraction of watches that stop reading for a while (0: none)")
-	fs.DurationVar(&f.progressEvery, "progress-every", 250*time.Millisecond, "how often each watching client asks its stream for progress (0: never)")
+	fs.DurationVar(&f.progressEvery, "progress-every", 250*time.Millisecond, "how often each watching client asks its stream for progress (0: watching clients never ask)")
 	fs.IntVar(&f.catchUpWatches, "catch-up-watches", 200, "watches opened at once, burst after burst, from far behind the head on one stream (0: no bursts)")
 	fs.Float64Var(&f.serializable, "serializable", 0.1, "fraction of reads sent serializable (served by any member from its own state; 0: none)")
 	fs.StringVar(&f.prefix, "prefix", "", "where the run's keys live; no key may exist under it (default: a new prefix per run, /watchspec/<time>-<random>/)")

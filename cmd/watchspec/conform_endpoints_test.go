@@ -90,3 +90,31 @@ func TestConformEndpointsReused(t *testing.T) {
 		conformReused(t, p.endpoint(t))
 	})
 }
+
+// The flags that shape real use are validated, and each can be turned off:
+// the shape before issue 11 (one watch per stream, no bursts, progress
+// requests, slow readers or serializable reads) still runs and passes.
+func TestConformShapeFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"--watches-per-stream", "0"}, {"--slow-readers", "1.5"}, {"--slow-readers", "-0.1"},
+		{"--serializable", "2"}, {"--progress-every", "-1s"}, {"--catch-up-watches", "-1"},
+	} {
+		code, _, errOut := runCLI(append([]string{"conform", "-q"}, args...)...)
+		if code != 2 || !strings.Contains(errOut, args[0]) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and a message naming the flag", args, code, errOut)
+		}
+	}
+	dir := t.TempDir()
+	code, out, errOut := runCLI("conform", "-q", "--duration", "1s", "--clients", "2", "--watchers", "2", "--report", dir,
+		"--watches-per-stream", "1", "--catch-up-watches", "0", "--serializable", "0", "--progress-every", "0", "--slow-readers", "0")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	report, err := os.ReadFile(filepath.Join(dir, "report.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(report), "--watches-per-stream 1 --slow-readers 0 --progress-every 0s --catch-up-watches 0 --serializable 0") {
+		t.Errorf("report.txt does not say how to reproduce the shape:\n%s", report)
+	}
+}
