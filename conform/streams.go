@@ -189,9 +189,10 @@ func (r *run) session(ctx context.Context, cli *clientv3.Client, c *record.Clien
 }
 
 // catchUp is a restarting apiserver's watch cache: burst after burst, it
-// opens CatchUpWatches watches at once on its one stream, from a revision
-// well behind the head, and reads them up to the head while asking the
-// stream for progress. Replaying that many watches at once fills etcd's
+// opens CatchUpWatches watches at once on its one stream, from the head as
+// of the end of the previous burst (which the compactor spares meanwhile,
+// see pin), and reads them up to the head while asking the stream for
+// progress. Replaying that many watches at once fills etcd's
 // send buffer of the stream (128 responses), so etcd parks watchers as
 // victims and re-sends their batches later, with a header below the one
 // they already got when the replay needed several batches of 1000
@@ -213,28 +214,37 @@ func (r *run) catchUp(ctx context.Context) error {
 			return true
 		}
 	}
-	bursts := 0
-	for pause(time.Second) {
-		// Spare the history from here on until the burst is over.
+	// pin spares the history from the head on from the compactor until
+	// the next pin, so that the next burst can start there.
+	pin := func() int64 {
 		r.compactMu.Lock()
-		from := max(1, r.compactRev.Load())
-		r.pin = from
-		r.compactMu.Unlock()
-		deadline := time.Now().Add(time.Second)
-		for r.headRev.Load()-from < 1200 && time.Now().Before(deadline) && ctx.Err() == nil {
+		defer r.compactMu.Unlock()
+		r.pin = max(1, r.headRev.Load(), r.compactRev.Load())
+		return r.pin
+	}
+	bursts := 0
+	if !pause(500 * time.Millisecond) {
+		return nil
+	}
+	from, pinned := pin(), time.Now()
+	for {
+		// Wait until the burst needs more than one catch-up batch of etcd
+		// (1000 revisions), or for at most 1.5 s since the pin.
+		for r.headRev.Load()-from < 1500 && time.Since(pinned) < 1500*time.Millisecond && ctx.Err() == nil {
 			time.Sleep(20 * time.Millisecond)
 		}
-		if ctx.Err() == nil {
-			if bursts++; bursts == 1 {
-				r.stats.streams.Add(1)
-			}
-			r.burst(stream, cli, c, rng, from)
+		if ctx.Err() != nil {
+			return nil
 		}
-		r.compactMu.Lock()
-		r.pin = 0
-		r.compactMu.Unlock()
+		if bursts++; bursts == 1 {
+			r.stats.streams.Add(1)
+		}
+		r.burst(stream, cli, c, rng, from)
+		from, pinned = pin(), time.Now()
+		if !pause(500 * time.Millisecond) {
+			return nil
+		}
 	}
-	return nil
 }
 
 // burst opens CatchUpWatches watches from about revision from on the stream

@@ -233,7 +233,7 @@ type run struct {
 	headRev    atomic.Int64 // highest revision any response showed
 	compactRev atomic.Int64 // last successful compaction
 	// compactMu makes a compaction round and a pin of the catch-up client
-	// atomic: while pin is not 0, nothing above it is compacted.
+	// atomic: nothing above pin is compacted, unless it is 0.
 	compactMu sync.Mutex
 	pin       int64
 	// disruptions counts Restart and Disrupt calls begun, so that a watch
