@@ -17,9 +17,9 @@
 //     resumes where the last one stopped, with prevKV, filters and progress
 //     notifications, and some stop reading for a while (slow readers);
 //   - a catch-up client opens CatchUpWatches watches at once on its one
-//     stream, from a revision some thousand revisions back (the compactor
-//     spares it), and reads them up to the head while asking the stream for
-//     progress — a restarting apiserver's watch cache: the burst that makes
+//     stream, from where the previous burst ended, some thousand revisions
+//     back (the compactor does not compact past it), and reads them up to
+//     the head while asking the stream for progress — a restarting apiserver's watch cache: the burst that makes
 //     etcd park watchers as victims and re-send their batches later;
 //   - a collector watches every key of the run from its first revision, as
 //     etcd's robustness tests do, so that a write whose client never learnt
