@@ -8,6 +8,7 @@ package conform
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -614,11 +616,19 @@ func recordBroken(t *testing.T, m *mutant, cfg Config) (*traces.Trace, []byte, S
 	return tr, raw, stats
 }
 
-// keepTrace saves the trace of a failed run in the test's artifact
-// directory.
+// keepTrace saves the trace of a failed run, as recorded and gzipped, in
+// the test's artifact directory (kept after the test with go test
+// -artifacts).
 func keepTrace(t *testing.T, raw []byte) {
-	path := filepath.Join(t.ArtifactDir(), "trace.ndjson")
-	if err := os.WriteFile(path, raw, 0o644); err != nil {
+	path := filepath.Join(t.ArtifactDir(), strings.ReplaceAll(t.Name(), "/", "_")+".ndjson.gz")
+	var z bytes.Buffer
+	zw := gzip.NewWriter(&z)
+	zw.Write(raw)
+	err := zw.Close()
+	if err == nil {
+		err = os.WriteFile(path, z.Bytes(), 0o644)
+	}
+	if err != nil {
 		t.Logf("saving the trace: %v", err)
 		return
 	}

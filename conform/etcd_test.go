@@ -6,8 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -23,8 +21,9 @@ var (
 )
 
 // recordEtcd runs the workload against a fresh embedded etcd and returns the
-// trace. With restartMember ≥ 0, that member is restarted every second.
-func recordEtcd(t *testing.T, members, restartMember int, cfg Config) (*traces.Trace, Stats) {
+// trace, read and as recorded. With restartMember ≥ 0, that member is
+// restarted every second.
+func recordEtcd(t *testing.T, members, restartMember int, cfg Config) (*traces.Trace, []byte, Stats) {
 	t.Helper()
 	cluster, err := etcdtest.Start(etcdtest.Options{Members: members})
 	if err != nil {
@@ -38,8 +37,9 @@ func recordEtcd(t *testing.T, members, restartMember int, cfg Config) (*traces.T
 	return recordOn(t, cluster, cfg)
 }
 
-// recordOn runs the workload against cluster and returns the trace.
-func recordOn(t *testing.T, cluster *etcdtest.Cluster, cfg Config) (*traces.Trace, Stats) {
+// recordOn runs the workload against cluster and returns the trace, read
+// and as recorded.
+func recordOn(t *testing.T, cluster *etcdtest.Cluster, cfg Config) (*traces.Trace, []byte, Stats) {
 	t.Helper()
 	cfg.Endpoints = cluster.Endpoints
 	cfg.System, cfg.SystemVersion = "etcd", etcdtest.Version
@@ -54,12 +54,13 @@ func recordOn(t *testing.T, cluster *etcdtest.Cluster, cfg Config) (*traces.Trac
 		keepTrace(t, buf.Bytes())
 		t.Fatal(err)
 	}
-	return tr, stats
+	return tr, buf.Bytes(), stats
 }
 
 // checkPasses checks a trace and demands that every property holds; a
-// trace that fails is saved in the test's artifact directory.
-func checkPasses(t *testing.T, tr *traces.Trace) *linearizability.Result {
+// trace that fails is saved in the test's artifact directory, as recorded
+// (raw), so that the lines the violations name are its lines.
+func checkPasses(t *testing.T, tr *traces.Trace, raw []byte) *linearizability.Result {
 	t.Helper()
 	res, err := linearizability.Check(tr, linearizability.Options{Progress: t.Logf, HTMLDir: t.ArtifactDir()})
 	if err != nil {
@@ -80,12 +81,7 @@ func checkPasses(t *testing.T, tr *traces.Trace) *linearizability.Result {
 	}
 	t.Logf("checks %v via %s", res.Checks, res.Method)
 	if t.Failed() {
-		path := filepath.Join(t.ArtifactDir(), strings.ReplaceAll(t.Name(), "/", "_")+".ndjson.gz")
-		if err := traces.WriteFile(path, tr); err != nil {
-			t.Logf("saving the trace: %v", err)
-		} else {
-			t.Logf("trace saved as %s", path)
-		}
+		keepTrace(t, raw)
 	}
 	return res
 }
@@ -113,9 +109,9 @@ func runSeed(t *testing.T, first int64, i int) int64 {
 func TestEtcdOneMember(t *testing.T) {
 	for i := range *etcdRuns {
 		t.Run(fmt.Sprint("run", i), func(t *testing.T) {
-			tr, stats := recordEtcd(t, 1, -1, Config{Duration: *etcdDuration, Seed: runSeed(t, 1, i), Clients: 4, Watchers: 4})
+			tr, raw, stats := recordEtcd(t, 1, -1, Config{Duration: *etcdDuration, Seed: runSeed(t, 1, i), Clients: 4, Watchers: 4})
 			logStats(t, stats)
-			res := checkPasses(t, tr)
+			res := checkPasses(t, tr, raw)
 			for _, p := range []spec.Property{spec.Linearizable, spec.Reliable, spec.Bookmarkable, spec.CompactedCancel, spec.PrevKV, spec.WriteRevision} {
 				if res.Checks[p] == 0 {
 					t.Errorf("the workload never exercised %s", p)
@@ -134,12 +130,12 @@ func TestEtcdThreeMembersWithRestart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a 3-member cluster")
 	}
-	tr, stats := recordEtcd(t, 3, 1, Config{Duration: 3 * time.Second, Seed: 2, Clients: 4, Watchers: 4})
+	tr, raw, stats := recordEtcd(t, 3, 1, Config{Duration: 3 * time.Second, Seed: 2, Clients: 4, Watchers: 4})
 	logStats(t, stats)
 	if stats.Restarts == 0 {
 		t.Fatal("no member was restarted")
 	}
-	checkPasses(t, tr)
+	checkPasses(t, tr, raw)
 }
 
 // killOrRestart returns a Disrupt for cluster: on odd calls it kills a member
@@ -174,12 +170,12 @@ func TestEtcdThreeMembersWithKills(t *testing.T) {
 			seed := runSeed(t, 2, i)
 			cfg := Config{Duration: *etcdDuration, Seed: seed, Clients: 4, Watchers: 4,
 				Disrupt: killOrRestart(cluster, seed), RestartEvery: time.Second}
-			tr, stats := recordOn(t, cluster, cfg)
+			tr, raw, stats := recordOn(t, cluster, cfg)
 			logStats(t, stats)
 			if stats.Kills == 0 {
 				t.Error("no member was killed")
 			}
-			checkPasses(t, tr)
+			checkPasses(t, tr, raw)
 		})
 	}
 }
