@@ -62,7 +62,7 @@ func recordOn(t *testing.T, cluster *etcdtest.Cluster, cfg Config) (*traces.Trac
 // (raw), so that the lines the violations name are its lines.
 func checkPasses(t *testing.T, tr *traces.Trace, raw []byte) *linearizability.Result {
 	t.Helper()
-	res, err := linearizability.Check(tr, linearizability.Options{Progress: t.Logf, HTMLDir: t.ArtifactDir()})
+	res, err := linearizability.Check(tr, linearizability.Options{Progress: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,6 +82,9 @@ func checkPasses(t *testing.T, tr *traces.Trace, raw []byte) *linearizability.Re
 	t.Logf("checks %v via %s", res.Checks, res.Method)
 	if t.Failed() {
 		keepTrace(t, raw)
+		if html, err := res.WriteHTML(t.ArtifactDir()); html != "" || err != nil {
+			t.Logf("visualisation: %s %v", html, err)
+		}
 	}
 	return res
 }

@@ -8,10 +8,14 @@
 // Kubernetes informer. docs/TRACE_FORMAT.md documents every field, and
 // trace.schema.json is its JSON Schema.
 //
+// To start: [ReadFile] reads a trace (plain or gzip-compressed); a recorder
+// writes one record by record with [NewWriter], or whole with [Write].
+//
 // # Versions
 //
-// [Write] and [NewWriter] write version 2 ([Version]); [Read] reads versions
-// 1 and 2. Version 2 adds what a checker needs to judge other people's
+// [Write] and [NewWriter] write version 2 ([Version]) unless the header
+// asks for version 1; [Read] reads versions 1 and 2, and a version 1 trace
+// keeps its version when written back. Version 2 adds what a checker needs to judge other people's
 // systems: the compaction in force when recording began
 // ([Header.BaseCompactRevision]), serializable reads ([Op.Serializable]),
 // shared watch streams ([Watch.Stream], [ProgressRequest]), watch responses
@@ -29,7 +33,7 @@
 //
 // # Bytes
 //
-// Keys, values and continue tokens are bytes. In JSON a byte string is a
+// Keys, values and continue keys are bytes. In JSON a byte string is a
 // string when it is valid UTF-8 (so keys stay readable) and
 // {"base64": "..."} otherwise, so any bytes round-trip.
 //

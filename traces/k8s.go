@@ -25,6 +25,10 @@ type (
 		Code    int    `json:"code"`
 		Reason  string `json:"reason,omitempty"`
 		Message string `json:"message,omitempty"`
+		// Continue is the continue token a 410 to a continuation hands out
+		// (the inconsistent continuation, docs/SPEC.md §4.5), as the key its
+		// page continues after.
+		Continue Bytes `json:"continue,omitempty"`
 	}
 	wireListOptions struct {
 		ResourceVersion      string `json:"resource_version,omitempty"`
@@ -168,14 +172,14 @@ func toWireStatus(s *k8s.Status) *wireStatus {
 	if s == nil {
 		return nil
 	}
-	return &wireStatus{Code: s.Code, Reason: s.Reason, Message: s.Message}
+	return &wireStatus{Code: s.Code, Reason: s.Reason, Message: s.Message, Continue: Bytes(s.Continue)}
 }
 
 func fromWireStatus(w *wireStatus) *k8s.Status {
 	if w == nil {
 		return nil
 	}
-	return &k8s.Status{Code: w.Code, Reason: w.Reason, Message: w.Message}
+	return &k8s.Status{Code: w.Code, Reason: w.Reason, Message: w.Message, Continue: string(w.Continue)}
 }
 
 var k8sEventTypes = []k8s.EventType{k8s.Added, k8s.Modified, k8s.Deleted, k8s.Bookmark, k8s.Error}
@@ -383,6 +387,9 @@ func (rd *reader) k8sRecord(typ string, line []byte, lineNo int) error {
 		if ev == nil {
 			call.After = after
 			wi.EndLine, wi.End = lineNo, t
+			if after == 0 { // version 1: as if there were no end (Write writes none)
+				wi.EndLine, wi.End = 0, 0
+			}
 			break
 		}
 		e := k8s.WatchEvent{Type: k8s.EventType(ev.Type), InitialEventsEnd: ev.InitialEventsEnd, Status: fromWireStatus(ev.Status)}
@@ -611,7 +618,7 @@ func writeK8s(w *Writer, run *k8s.Run, info *K8sInfo) {
 			w.K8sWatchEnd(id(i), info.Watches[i].End, c.After)
 		}
 	}
-	if run.Prefix != "" || len(run.Cache) > 0 {
+	if run.Prefix != "" || len(run.Cache) > 0 || info.Cache != (K8sEntryInfo{}) {
 		w.InformerCache(info.Cache.Time, run.Prefix, run.Cache)
 	}
 }

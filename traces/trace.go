@@ -178,7 +178,8 @@ type K8sInfo struct {
 	Lists   []K8sListInfo
 	Watches []K8sWatchInfo
 	Entries []K8sEntryInfo
-	// Cache is the informer_cache record (zero when there is none).
+	// Cache is the informer_cache record: zero when there is none. (Write
+	// writes one when the run has a Prefix or a Cache, or this is not zero.)
 	Cache K8sEntryInfo
 }
 
@@ -198,8 +199,9 @@ type K8sWatchInfo struct {
 	ID int
 	// Time is when the watch was sent.
 	Time int64
-	// EndLine and End are the line and time of its k8s_watch_end record;
-	// the record is written when the run's WatchCall has After set, at End.
+	// EndLine and End are the line and time of its k8s_watch_end record.
+	// Write writes the record, at End, when the run's WatchCall has After
+	// set (in version 2 a k8s_watch_end always has one).
 	EndLine int
 	End     int64
 }

@@ -319,6 +319,21 @@ func FuzzRead(f *testing.F) {
 	f.Add([]byte(header + "\n" + `{"type":"watch","client":1,"watch":1,"time":3,"request":{"key":"a","range_end":"b","filters":["NOPUT"],"prev_kv":true}}` + "\n" +
 		`{"type":"watch_response","client":1,"watch":1,"time":4,"response":{"revision":2,"events":[{"type":"DELETE","kv":{"key":"a","mod_revision":2},"prev_kv":{"key":"a","value":"v","mod_revision":1}}]}}`))
 	f.Add([]byte(header + "\n" + `{"type":"op","client":1,"call":1,"error":"x","request":{"txn":{"compare":[{"key":"a","target":"version","result":">","number":1}],"success":[{"range":{"key":"a"}}]}}}`))
+	// Version 2: streams, progress requests, unknown revisions, errors,
+	// serializable reads, timed Kubernetes records with ids.
+	f.Add([]byte(`{"format":"watchspec-trace","version":2,"system":"x","start":"2026-11-29T21:00:00Z","base_revision":4,"base_compact_revision":-1}` + "\n" +
+		`{"type":"op","client":1,"call":1,"return":2,"request":{"range":{"key":"a","serializable":true}},"response":{"revision":2,"range":{"count":0}}}` + "\n" +
+		`{"type":"watch","client":1,"watch":1,"stream":0,"time":3,"request":{"key":"a"}}` + "\n" +
+		`{"type":"watch_response","client":1,"watch":1,"time":4,"response":{"revision":2,"created":true}}` + "\n" +
+		`{"type":"progress_request","client":1,"stream":0,"time":5}` + "\n" +
+		`{"type":"watch_response","client":1,"watch":1,"time":6,"response":{"canceled":true,"error":"etcdserver: no leader"}}`))
+	f.Add([]byte(`{"format":"watchspec-trace","version":2,"system":"x","start":"2026-11-29T21:00:00Z"}` + "\n" +
+		`{"type":"k8s_list","call":1,"return":2,"prefix":"/p/","options":{"limit":1,"continue":{"base64":"/w=="}},"before":1,"after":2,"compact_revision":-1,"result":{"resource_version":2,"items":[{"key":"/p/a","resource_version":2,"uid":2}],"continue":"/p/a"}}` + "\n" +
+		`{"type":"k8s_watch","watch":9,"time":3,"prefix":"/p/","options":{"resource_version":"2","allow_watch_bookmarks":true},"before":2,"compact_revision":1}` + "\n" +
+		`{"type":"k8s_watch_event","watch":9,"time":4,"event":{"type":"BOOKMARK","object":{"key":"","resource_version":2}}}` + "\n" +
+		`{"type":"informer","time":5,"entry":{"notification":{"handler":0,"type":"OnAdd","new":{"key":"/p/a","resource_version":2,"uid":2}}}}` + "\n" +
+		`{"type":"k8s_watch_end","watch":9,"time":6,"after":2}` + "\n" +
+		`{"type":"informer_cache","time":7,"prefix":"/p/","objects":[{"key":"/p/a","resource_version":2,"uid":2}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		tr, err := traces.Read(bytes.NewReader(data), "fuzz")
 		if err != nil {

@@ -317,7 +317,7 @@ func checkSharedStream(t *testing.T, raw []byte, backlogHead int64) (*traces.Tra
 	}
 	ev := evidenceOf(tr, backlogHead)
 	t.Logf("recorded %v", ev)
-	res, err := linearizability.Check(tr, linearizability.Options{HTMLDir: t.TempDir()})
+	res, err := linearizability.Check(tr, linearizability.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,6 +336,9 @@ func checkSharedStream(t *testing.T, raw []byte, backlogHead int64) (*traces.Tra
 	}
 	if t.Failed() {
 		keepRaw(t, raw)
+		if html, err := res.WriteHTML(t.ArtifactDir()); html != "" || err != nil {
+			t.Logf("visualisation: %s %v", html, err)
+		}
 	}
 	return tr, ev
 }
