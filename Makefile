@@ -3,7 +3,7 @@ GO ?= go
 PKGS ?= ./...
 FUZZTIME ?= 10s
 
-.PHONY: all test vet fmt fuzz bench bench-compare cover ci crash slow mutate conform-long
+.PHONY: all test vet fmt fuzz bench bench-compare cover ci crash corrupt slow mutate conform-long
 
 all: vet test
 
@@ -40,6 +40,12 @@ bench-compare:
 CRASH_TRIALS ?= 200
 crash:
 	CRASH_TRIALS=$(CRASH_TRIALS) $(GO) test ./impl/mvcc -run '^TestCrash$$' -count=1 -v -timeout 30m
+
+# The corruption suite at full strength: CORRUPT_SEEDS stores, each damaged in
+# every way the suite knows (go test runs 4).
+CORRUPT_SEEDS ?= 200
+corrupt:
+	CORRUPT_SEEDS=$(CORRUPT_SEEDS) $(GO) test ./impl/mvcc -run '^TestCorruption$$' -count=1 -v -timeout 60m
 
 # The slow-consumer test at full size (10,000 watchers, 100,000 events), without
 # the race detector (go test -race runs it scaled down).

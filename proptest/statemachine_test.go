@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -37,6 +38,7 @@ var keys = []string{"a", "a/1", "a/2", "a/3", "b", "b/1", "c", "\xff"}
 type coverage struct {
 	mu                                     sync.Mutex
 	checks, steps, restarts, compactions   int
+	crashes, replays, tornTails, checkpts  int
 	victims, unsynced, pauses              int
 	compactCancels, progress, tickProgress int
 	events, rejects, cancels, catchUps     int
@@ -92,6 +94,10 @@ func newMachine(t *rapid.T, cov *coverage, dir string) *machine {
 		KV: mvcc.Options{
 			UnsafeNoFsync:        true,
 			CompactionBatchLimit: rapid.SampledFrom([]int{1, 2, 1000}).Draw(t, "compactionBatch"),
+			// Checkpoints after every few writes, or only when asked: the
+			// data file lags the log by a little or by everything.
+			CheckpointBytes:    rapid.SampledFrom([]int64{200, 2000, -1}).Draw(t, "checkpointBytes"),
+			CheckpointInterval: -1,
 		},
 		Watch: watchhub.Options{
 			StreamCapacity:          rapid.SampledFrom([]int{1, 2, 4, 128}).Draw(t, "streamCapacity"),
@@ -455,6 +461,65 @@ func (m *machine) Restart(t *rapid.T) {
 	m.compareAll()
 }
 
+// Crash stops the store as a crash would (nothing checkpointed), perhaps
+// leaving the last write of the log cut short, and opens it again: the
+// reopened store replays the log (§2.1: nothing acknowledged is lost, the
+// revision never goes back).
+func (m *machine) Crash(t *rapid.T) {
+	if err := m.st.Kill(); err != nil {
+		t.Fatalf("kill: %v", err)
+	}
+	for _, s := range m.streams {
+		if !s.closed {
+			m.drain(s, -1)
+			m.end(s)
+		}
+	}
+	m.streams = nil
+	torn := false
+	if rapid.Bool().Draw(t, "tornTail") {
+		// What a crash leaves of a write it cut: a frame header cut short,
+		// or zeros where the sectors of a frame were never written.
+		segs, _ := filepath.Glob(filepath.Join(m.dir, "wal-*.log"))
+		if len(segs) == 0 {
+			t.Fatalf("no log segment in %s", m.dir)
+		}
+		var tail []byte
+		if rapid.Bool().Draw(t, "tornZeros") {
+			tail = make([]byte, rapid.IntRange(1, 2000).Draw(t, "tornLen"))
+		} else {
+			tail = []byte(rapid.StringN(1, 11, 11).Draw(t, "tornBytes"))
+		}
+		f, err := os.OpenFile(segs[len(segs)-1], os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Write(tail)
+		f.Close()
+		torn = true
+	}
+	m.open()
+	rec := m.st.Recovery()
+	m.cov.add(func(c *coverage) {
+		c.crashes++
+		if rec.Replayed > 0 {
+			c.replays++
+		}
+		if torn {
+			c.tornTails++
+		}
+	})
+	m.compareAll()
+}
+
+// Checkpoint brings the data file up to date with the log.
+func (m *machine) Checkpoint(t *rapid.T) {
+	if err := m.st.Checkpoint(); err != nil {
+		t.Fatalf("checkpoint: %v", err)
+	}
+	m.cov.add(func(c *coverage) { c.checkpts++ })
+}
+
 // compareAll compares every key at every readable revision.
 func (m *machine) compareAll() {
 	for rev := max(m.model.CompactRevision(), 1); rev <= m.model.Revision(); rev++ {
@@ -683,6 +748,8 @@ func (m *machine) actions() map[string]func(*rapid.T) {
 		{"Pause", 2, m.Pause},
 		{"CloseStream", 1, m.CloseStream},
 		{"Restart", 1, m.Restart},
+		{"Crash", 1, m.Crash},
+		{"Checkpoint", 1, m.Checkpoint},
 		{"Flush", 2, flush},
 	} {
 		for range w.weight {
@@ -728,10 +795,10 @@ func TestStoreMatchesModel(t *testing.T) {
 		}
 		m.finish()
 	})
-	t.Logf("coverage: %d checks, %d steps, %d restarts, %d compactions, %d compaction cancels, "+
+	t.Logf("coverage: %d checks, %d steps, %d restarts, %d crash restarts (%d replayed the log, %d with a torn last write), %d checkpoints, %d compactions, %d compaction cancels, "+
 		"steps with victims %d / unsynced %d, %d pauses, %d catch-up responses, %d events, "+
 		"%d stream progress notifications, %d periodic ones, %d rejections, %d cancels; actions %v",
-		cov.checks, cov.steps, cov.restarts, cov.compactions, cov.compactCancels,
+		cov.checks, cov.steps, cov.restarts, cov.crashes, cov.replays, cov.tornTails, cov.checkpts, cov.compactions, cov.compactCancels,
 		cov.victims, cov.unsynced, cov.pauses, cov.catchUps, cov.events,
 		cov.progress, cov.tickProgress, cov.rejects, cov.cancels, cov.actions)
 	if t.Failed() {
@@ -744,6 +811,7 @@ func TestStoreMatchesModel(t *testing.T) {
 	}
 	for name, n := range map[string]int{
 		"restarts": cov.restarts, "compactions": cov.compactions, "compaction cancels": cov.compactCancels,
+		"crash restarts that replayed the log": cov.replays, "crash restarts with a torn last write": cov.tornTails,
 		"steps with victims": cov.victims, "steps with unsynced watches": cov.unsynced, "pauses": cov.pauses,
 		"catch-up responses": cov.catchUps, "progress notifications": cov.progress, "periodic progress": cov.tickProgress,
 	} {

@@ -1,15 +1,16 @@
 package mvcc
 
 import (
+	"context"
 	"fmt"
 	"strings"
-
-	bolt "go.etcd.io/bbolt"
+	"time"
 )
 
 // commitLoop is the commit goroutine: it takes every waiting request,
-// applies them in order in one transaction of the data file, commits it
-// (fsync), publishes the result, and answers the writers.
+// applies them in order in memory, appends the batch to the log as one
+// frame (one write, one fdatasync), publishes the result, and answers the
+// writers.
 func (s *Store) commitLoop() {
 	defer close(s.done)
 	for {
@@ -31,22 +32,118 @@ func (s *Store) commitLoop() {
 	}
 }
 
+// request is one write waiting for the committer.
+type request struct {
+	ctx  context.Context
+	put  *PutRequest
+	del  *DeleteRequest
+	txn  *TxnRequest
+	comp *int64
+
+	resp any
+	err  error
+	done chan struct{}
+}
+
+func (r *request) finish(resp any, err error) {
+	r.resp, r.err = resp, err
+	close(r.done)
+}
+
+// submit hands r to the committer and waits for its answer. If ctx ends
+// first it returns ctx.Err(); the request may or may not be applied.
+func (s *Store) submit(r *request) (any, error) {
+	if err := r.ctx.Err(); err != nil {
+		return nil, err
+	}
+	r.done = make(chan struct{})
+	s.mu.Lock()
+	switch {
+	case s.closing:
+		s.mu.Unlock()
+		return nil, ErrClosed
+	case s.failed != nil:
+		err := s.failed
+		s.mu.Unlock()
+		return nil, err
+	}
+	s.queue = append(s.queue, r)
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	select {
+	case <-r.done:
+		return r.resp, r.err
+	case <-r.ctx.Done():
+		return nil, r.ctx.Err()
+	}
+}
+
+// Put writes a key. It returns once the write is durable.
+func (s *Store) Put(ctx context.Context, req PutRequest) (PutResponse, error) {
+	if req.Key == "" {
+		return PutResponse{}, ErrEmptyKey
+	}
+	resp, err := s.submit(&request{ctx: ctx, put: &req})
+	if err != nil {
+		return PutResponse{}, err
+	}
+	return resp.(PutResponse), nil
+}
+
+// Delete removes the live keys of a range. It returns once the deletion is
+// durable; a deletion that removes nothing writes nothing.
+func (s *Store) Delete(ctx context.Context, req DeleteRequest) (DeleteResponse, error) {
+	if req.Key == "" {
+		return DeleteResponse{}, ErrEmptyKey
+	}
+	resp, err := s.submit(&request{ctx: ctx, del: &req})
+	if err != nil {
+		return DeleteResponse{}, err
+	}
+	return resp.(DeleteResponse), nil
+}
+
+// Txn runs a transaction (see [TxnRequest]). It returns once its writes, if
+// any, are durable. A transaction that fails validation changes nothing.
+func (s *Store) Txn(ctx context.Context, req TxnRequest) (TxnResponse, error) {
+	if err := checkTxn(&req); err != nil {
+		return TxnResponse{}, err
+	}
+	resp, err := s.submit(&request{ctx: ctx, txn: &req})
+	if err != nil {
+		return TxnResponse{}, err
+	}
+	return resp.(TxnResponse), nil
+}
+
+// Compact makes every revision below rev unreadable. It fails with
+// ErrCompacted when rev is at or below the compact revision and with
+// ErrFutureRev when rev is above the current revision. It returns once the
+// new compact revision is durable and in force; the unreachable records are
+// deleted in the background.
+func (s *Store) Compact(ctx context.Context, rev int64) (CompactResponse, error) {
+	resp, err := s.submit(&request{ctx: ctx, comp: &rev})
+	if err != nil {
+		return CompactResponse{}, err
+	}
+	return resp.(CompactResponse), nil
+}
+
 // batch is the state of one group commit.
 type batch struct {
 	s       *Store
-	b       *bolt.Bucket
+	recs    []memRecord // the records written, in order
 	commits []Commit
 	added   []string // keys whose index history grew, for the undo on failure
 	compact bool     // a compaction was applied
 }
 
 func (s *Store) commit(reqs []*request) {
-	tx, err := s.db.Begin(true)
-	if err != nil {
-		s.fail(reqs, err)
-		return
-	}
-	bt := &batch{s: s, b: tx.Bucket(bucketKey)}
+	prevRev, prevCompact := s.crev, s.ccompact
+	bt := &batch{s: s}
 	resps := make([]any, len(reqs))
 	errs := make([]error, len(reqs))
 	for i, r := range reqs {
@@ -58,43 +155,70 @@ func (s *Store) commit(reqs []*request) {
 		}
 		resps[i], errs[i] = bt.apply(r)
 		if errs[i] != nil && !isRequestError(errs[i]) {
-			tx.Rollback()
-			s.undo(bt)
+			s.undo(bt, prevRev, prevCompact)
 			s.fail(reqs, errs[i])
 			return
 		}
 	}
 	if len(bt.commits) == 0 && !bt.compact {
-		tx.Rollback()
 		s.answer(reqs, resps, errs)
 		return
 	}
-	mb := tx.Bucket(bucketMeta)
-	err = mb.Put(metaRev, i64(s.crev))
-	if err == nil && bt.compact {
-		err = mb.Put(metaScheduled, i64(s.ccompact))
+	f := frame{prev: prevRev, rev: s.crev, compact: -1, recs: bt.recs}
+	if bt.compact {
+		f.compact = s.ccompact
 	}
+	buf := appendFrame(nil, &f)
+	s.walMu.Lock()
+	start := time.Now()
+	err := s.seg.append(buf)
 	if err == nil {
-		err = tx.Commit()
-	} else {
-		tx.Rollback()
+		s.logRev, s.logCompact = s.crev, s.ccompact
 	}
+	s.walMu.Unlock()
 	if err != nil {
-		s.undo(bt)
+		s.undo(bt, prevRev, prevCompact)
+		if le, ok := err.(*logError); ok && le.noSpace {
+			s.raiseNoSpace(err)
+			for i := range errs {
+				resps[i], errs[i] = nil, ErrNoSpace
+			}
+			s.answer(reqs, resps, errs)
+			return
+		}
 		s.fail(reqs, err)
 		return
 	}
-	s.commits.Add(1)
+	s.stats.groupCommits.Add(1)
+	if !s.opts.UnsafeNoFsync {
+		s.stats.logSyncs.Add(1)
+		if s.opts.OnLogSync != nil {
+			s.opts.OnLogSync(time.Since(start))
+		}
+	}
 	// Durable: publish. A compaction comes into force together with the
 	// batch's revision, under the index lock (see Store.read).
+	var keep map[revision]struct{}
 	if bt.compact {
 		s.idx.mu.Lock()
-		keep := s.idx.compact(s.ccompact)
-		s.view.Store(&view{rev: s.crev, compactRev: s.ccompact})
+		keep = s.idx.compact(s.ccompact)
+	}
+	s.memMu.Lock()
+	for _, r := range bt.recs {
+		s.memBytes += int64(len(r.val) + revKeyLen)
+	}
+	if s.memSince.IsZero() {
+		s.memSince = time.Now()
+	}
+	s.publish()
+	full := s.opts.CheckpointBytes > 0 && s.memBytes >= s.opts.CheckpointBytes
+	s.memMu.Unlock()
+	if bt.compact {
 		s.idx.mu.Unlock()
 		s.compactor.schedule(s.ccompact, keep)
-	} else {
-		s.view.Store(&view{rev: s.crev, compactRev: s.ccompact})
+	}
+	if full {
+		s.ckpt.poke()
 	}
 	if s.opts.OnCommit != nil {
 		for _, c := range bt.commits {
@@ -110,20 +234,28 @@ func (s *Store) answer(reqs []*request, resps []any, errs []error) {
 	}
 }
 
-// undo forgets the index entries of a batch that did not commit.
-func (s *Store) undo(bt *batch) {
+// undo forgets what a batch that did not become durable did: its index
+// entries, its records, the revision.
+func (s *Store) undo(bt *batch, rev, compact int64) {
 	s.idx.mu.Lock()
 	for i := len(bt.added) - 1; i >= 0; i-- {
 		s.idx.unadd(bt.added[i])
 	}
 	s.idx.mu.Unlock()
-	v := s.view.Load()
-	s.crev, s.ccompact = v.rev, v.compactRev
+	s.memMu.Lock()
+	n := len(s.mem)
+	for n > 0 && s.mem[n-1].rev.main > rev {
+		n--
+	}
+	clear(s.mem[n:])
+	s.mem = s.mem[:n]
+	s.memMu.Unlock()
+	s.crev, s.ccompact = rev, compact
 }
 
 // fail answers a batch that could not be made durable and stops the store
-// from accepting writes: after a failed fsync the state of the file is not
-// known (the store must be reopened).
+// from accepting writes: after a failed fsync the state of the log is not
+// known (the store must be reopened, which replays what the log holds).
 func (s *Store) fail(reqs []*request, err error) {
 	err = fmt.Errorf("mvcc: commit failed, store is read-only until reopened: %w", err)
 	s.mu.Lock()
@@ -131,14 +263,43 @@ func (s *Store) fail(reqs []*request, err error) {
 		s.failed = err
 	}
 	s.mu.Unlock()
+	s.opts.Logger.Error("mvcc: the log failed; refusing writes until the store is reopened", "dir", s.dir, "err", err)
 	for _, r := range reqs {
 		r.finish(nil, err)
 	}
 }
 
+// latest reads the committer's view of record r: from memory above the
+// checkpoint (including the batch being applied), else from the data file.
+func (s *Store) latest(r revision, keyOnly bool) (record, error) {
+	s.memMu.Lock()
+	if r.main > s.ckptRev {
+		val := memGet(s.mem, r)
+		s.memMu.Unlock()
+		if val == nil {
+			return record{}, fmt.Errorf("%w: record %d.%d is missing", ErrCorrupt, r.main, r.sub)
+		}
+		return openRecord(r, val, keyOnly)
+	}
+	s.memMu.Unlock()
+	// The data file holds r (checkpoints only add records, and the ones a
+	// compaction deletes are never read by the committer: it reads the
+	// latest records, and ranges at or above the compact revision).
+	sn, err := s.acquire()
+	if err != nil {
+		return record{}, err
+	}
+	defer sn.release()
+	val := sn.key.Get(revKey(r))
+	if val == nil {
+		return record{}, fmt.Errorf("%w: record %d.%d is missing", ErrCorrupt, r.main, r.sub)
+	}
+	return openRecord(r, val, keyOnly)
+}
+
 func isRequestError(err error) bool {
 	switch err {
-	case ErrCompacted, ErrFutureRev, ErrEmptyKey, ErrDuplicateKey, ErrKeyNotFound, ErrInvalidRequest:
+	case ErrCompacted, ErrFutureRev, ErrEmptyKey, ErrDuplicateKey, ErrKeyNotFound, ErrInvalidRequest, ErrNoSpace:
 		return true
 	}
 	return false
@@ -147,6 +308,9 @@ func isRequestError(err error) bool {
 // apply applies one request at the committer's logical state.
 func (bt *batch) apply(r *request) (any, error) {
 	s := bt.s
+	if s.noSpace.Load() && (r.put != nil || r.txn != nil && txnPuts(r.txn)) {
+		return nil, ErrNoSpace // etcd's applierV3Capped
+	}
 	switch {
 	case r.put != nil:
 		w := bt.begin()
@@ -200,6 +364,8 @@ func (w *writer) end() {
 	if len(w.events) == 0 {
 		return
 	}
+	last := w.bt.recs[len(w.bt.recs)-1]
+	setLast(revKey(last.rev), last.val)
 	w.bt.s.crev = w.rev
 	w.bt.commits = append(w.bt.commits, Commit{Revision: w.rev, Events: w.events})
 }
@@ -207,11 +373,12 @@ func (w *writer) end() {
 // write stores one record and indexes it.
 func (w *writer) write(rec *record) error {
 	r := revision{main: w.rev, sub: w.sub}
-	// bbolt keeps the key and value slices until the transaction ends: each
-	// record needs its own.
-	if err := w.bt.b.Put(revKey(r), rec.encode(nil)); err != nil {
-		return err
-	}
+	m := memRecord{rev: r, val: rec.seal(revKey(r))}
+	w.bt.recs = append(w.bt.recs, m)
+	s := w.bt.s
+	s.memMu.Lock()
+	s.mem = append(s.mem, m)
+	s.memMu.Unlock()
 	ix := w.bt.s.idx
 	ix.mu.Lock()
 	ix.add(rec.kv.Key, indexRev{main: r.main, sub: r.sub, tomb: rec.tomb})
@@ -227,7 +394,7 @@ func (w *writer) current(key string) (*KeyValue, revision, error) {
 	if !ok {
 		return nil, revision{}, nil
 	}
-	rec, err := getRecord(w.bt.b, ir.rev(), false)
+	rec, err := w.bt.s.latest(ir.rev(), false)
 	if err != nil {
 		return nil, revision{}, err
 	}
@@ -284,9 +451,13 @@ func (w *writer) rangeAt(r RangeRequest, rev int64) (RangeResponse, error) {
 		return RangeResponse{}, nil
 	}
 	refs, count, more := w.bt.s.idx.rangeAt(r, rev)
-	kvs, err := readKVs(w.bt.b, refs, r.KeysOnly)
-	if err != nil {
-		return RangeResponse{}, err
+	var kvs []KeyValue
+	for _, ref := range refs {
+		rec, err := w.bt.s.latest(ref, r.KeysOnly)
+		if err != nil {
+			return RangeResponse{}, err
+		}
+		kvs = append(kvs, rec.kv)
 	}
 	return RangeResponse{KVs: kvs, More: more, Count: count}, nil
 }
@@ -373,7 +544,7 @@ func (bt *batch) txn(t *TxnRequest) (any, error) {
 func (bt *batch) holds(c Compare) (bool, error) {
 	var cur *KeyValue
 	if ir, ok := bt.s.idx.get(c.Key).live(); ok {
-		rec, err := getRecord(bt.b, ir.rev(), c.Target != TargetValue)
+		rec, err := bt.s.latest(ir.rev(), c.Target != TargetValue)
 		if err != nil {
 			return false, err
 		}
@@ -478,4 +649,17 @@ func checkDuplicates(ops []Op) error {
 		}
 	}
 	return nil
+}
+
+// txnPuts reports whether either branch of t puts (etcd's quota cost of a
+// transaction is that of its costlier branch).
+func txnPuts(t *TxnRequest) bool {
+	for _, ops := range [][]Op{t.Success, t.Failure} {
+		for _, op := range ops {
+			if op.Put != nil {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -2,6 +2,7 @@ package mvcc
 
 import (
 	"bytes"
+	"errors"
 	"sync"
 	"time"
 
@@ -10,6 +11,11 @@ import (
 
 // compactor deletes, in the background, the records a compaction made
 // unreachable, and then records the compaction as finished.
+//
+// It works on the data file only, after a checkpoint has brought every
+// record at or below the compaction into it; the log never holds a record
+// at or below a compaction that the data file does not (the records the
+// log replays are above the data file's revision).
 //
 // Crash safety. The compaction revision c is durable ("scheduled") before
 // Compact returns, and the index already answers as compacted. The
@@ -64,6 +70,14 @@ func (c *compactor) stop() {
 	<-c.stopped
 }
 
+// poke retries a compaction that failed (the disk was full).
+func (c *compactor) poke() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
 func (c *compactor) loop() {
 	defer close(c.stopped)
 	for {
@@ -74,25 +88,47 @@ func (c *compactor) loop() {
 		}
 		c.mu.Lock()
 		rev, keep := c.rev, c.keep
-		c.rev, c.keep = -1, nil
 		c.mu.Unlock()
-		if rev >= 0 {
-			c.run(rev, keep)
+		if rev < 0 || c.s.noSpace.Load() {
+			continue // DisarmAlarm pokes
 		}
+		if c.run(rev, keep) {
+			c.mu.Lock()
+			if c.rev == rev {
+				c.rev, c.keep = -1, nil
+			}
+			c.mu.Unlock()
+		}
+		// Otherwise it stays scheduled: a poke retries it.
 	}
 }
 
 // run deletes the records at or below rev that keep does not hold, batch by
 // batch, then records rev as finished. It returns early when the store
-// closes or a later compaction is scheduled (which finishes the work).
-func (c *compactor) run(rev int64, keep map[revision]struct{}) {
+// closes or a later compaction is scheduled (which finishes the work), and
+// false when a transaction failed (the disk was full): the compaction stays
+// scheduled.
+func (c *compactor) run(rev int64, keep map[revision]struct{}) bool {
+	s := c.s
+	// The data file's state must record the compaction before any record
+	// goes: the data file on its own then always says which records may be
+	// missing (those at or below its scheduled compaction).
+	s.memMu.Lock()
+	covered := s.ckptRev >= rev && s.ckptCompact >= rev
+	s.memMu.Unlock()
+	if !covered {
+		if err := s.checkpoint(); err != nil {
+			s.opts.Logger.Warn("mvcc: compaction waits for a checkpoint", "dir", s.dir, "compaction", rev, "err", err)
+			return errors.Is(err, ErrClosed)
+		}
+	}
 	limit := c.s.opts.CompactionBatchLimit
 	end := revKey(revision{main: rev + 1}) // first key above rev
 	var from []byte
 	for batch := 1; ; batch++ {
 		var next []byte
 		done := false
-		err := c.s.db.Update(func(tx *bolt.Tx) error {
+		err := c.s.boltUpdate(func(tx *bolt.Tx) error {
 			b := tx.Bucket(bucketKey)
 			cur := b.Cursor()
 			var dead [][]byte
@@ -120,19 +156,23 @@ func (c *compactor) run(rev int64, keep map[revision]struct{}) {
 			}
 			if next == nil {
 				done = true
-				return tx.Bucket(bucketMeta).Put(metaFinished, i64(rev))
+				return tx.Bucket(bucketMeta).Put(metaFinished, sealBytes(metaFinished, encodeFinished(rev)))
 			}
 			return nil
 		})
 		if err != nil {
-			// The data file failed; the next Open retries the compaction.
-			return
+			if isNoSpace(err) {
+				s.raiseNoSpace(err)
+			}
+			s.opts.Logger.Warn("mvcc: compaction batch failed; it is retried", "dir", s.dir, "compaction", rev, "err", err)
+			return false
 		}
+		s.opts.point("compaction: batch committed")
 		if h := c.s.opts.compactionHook; h != nil {
 			h(rev, batch, done)
 		}
 		if done {
-			return
+			return true
 		}
 		from = next
 		if d := c.s.opts.CompactionSleepInterval; d > 0 {
@@ -140,20 +180,20 @@ func (c *compactor) run(rev int64, keep map[revision]struct{}) {
 			select {
 			case <-c.quit:
 				t.Stop()
-				return
+				return true
 			case <-t.C:
 			}
 		}
 		select {
 		case <-c.quit:
-			return
+			return true
 		default:
 		}
 		c.mu.Lock()
-		superseded := c.rev >= 0
+		superseded := c.rev != rev
 		c.mu.Unlock()
 		if superseded {
-			return
+			return true
 		}
 	}
 }

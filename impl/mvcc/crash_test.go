@@ -10,11 +10,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // The crash test runs the store in a child process (this test binary, run
@@ -36,7 +35,34 @@ func TestCrashChild(t *testing.T) {
 		t.Skip("only runs as the crash test's child")
 	}
 	seed, _ := strconv.ParseUint(os.Getenv(crashChildEnv+"_SEED"), 10, 64)
-	s, err := Open(dir, Options{CompactionBatchLimit: 8, CompactionSleepInterval: time.Millisecond})
+	opts := Options{CompactionBatchLimit: 8, CompactionSleepInterval: time.Millisecond,
+		CheckpointBytes: 16 << 10, CheckpointInterval: 20 * time.Millisecond}
+	// A kill point: the child kills itself the nth time it gets there.
+	if point := os.Getenv(crashChildEnv + "_POINT"); point != "" {
+		nth, _ := strconv.ParseInt(os.Getenv(crashChildEnv+"_POINT_N"), 10, 64)
+		var hits atomic.Int64
+		die := func() {
+			os.Stdout.WriteString("KILLPOINT " + point + "\n")
+			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {}
+		}
+		if point == pointTornFrame {
+			// A write of the log cut in the middle, as a crash leaves it.
+			opts.FS = tornFS{cut: func(p []byte, off int64, f File) {
+				if off >= segmentHeaderLen && hits.Add(1) == nth {
+					f.WriteAt(p[:len(p)/2], off)
+					die()
+				}
+			}}
+		} else {
+			opts.testPoint = func(p string) {
+				if p == point && hits.Add(1) == nth {
+					die()
+				}
+			}
+		}
+	}
+	s, err := Open(dir, opts)
 	if err != nil {
 		fmt.Println("OPEN FAILED", err)
 		os.Exit(3)
@@ -117,6 +143,38 @@ func TestCrashChild(t *testing.T) {
 	os.Exit(4)
 }
 
+// The kill points of the crash test: every step of a checkpoint, a
+// compaction batch, and a write of the log cut in the middle.
+const pointTornFrame = "log: half a frame written"
+
+var killPoints = []string{"checkpoint: segment created", "checkpoint: rotated", "checkpoint: committed", "checkpoint: removed a segment",
+	"compaction: batch committed", pointTornFrame}
+
+// tornFS is the operating system's file system, with a hook on every write
+// of a segment.
+type tornFS struct {
+	OSFS
+	cut func(p []byte, off int64, f File)
+}
+
+func (t tornFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+	f, err := t.OSFS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return tornFile{File: f, cut: t.cut}, nil
+}
+
+type tornFile struct {
+	File
+	cut func(p []byte, off int64, f File)
+}
+
+func (t tornFile) WriteAt(p []byte, off int64) (int, error) {
+	t.cut(p, off, t.File)
+	return t.File.WriteAt(p, off)
+}
+
 // ledger is what the children acknowledged, over every trial on one directory.
 type ledger struct {
 	puts    map[string]ackedPut
@@ -190,7 +248,8 @@ func TestCrash(t *testing.T) {
 	var dir string
 	var l *ledger
 	var lastRev, lastCompact int64
-	var duringCompaction, acks, lost int
+	var duringCompaction, duringCheckpoint, acks, lost int
+	atPoint := map[string]int{}
 	for trial := range trials {
 		if trial%10 == 0 { // a fresh directory every ten trials; otherwise the store ages across crashes
 			dir = filepath.Join(t.TempDir(), "data")
@@ -198,12 +257,27 @@ func TestCrash(t *testing.T) {
 			lastRev, lastCompact = 1, -1
 		}
 		before := l.acks
-		if err := runChild(dir, r.Uint64(), trial, time.Duration(20+r.IntN(150))*time.Millisecond, l); err != nil {
+		var env []string
+		d := time.Duration(20+r.IntN(150)) * time.Millisecond
+		if trial%2 == 1 { // every other trial dies at a kill point (or, if it never gets there, at the timer)
+			p := killPoints[(trial/2)%len(killPoints)]
+			env = []string{crashChildEnv + "_POINT=" + p, fmt.Sprintf("%s_POINT_N=%d", crashChildEnv, 1+r.IntN(6))}
+			d = 5 * time.Second
+		}
+		hit, err := runChild(dir, r.Uint64(), trial, d, l, env...)
+		if err != nil {
 			t.Fatalf("trial %d: %v", trial, err)
 		}
+		if hit != "" {
+			atPoint[hit]++
+		}
 		acks += l.acks - before
-		if interrupted(t, dir) {
+		comp, ckpt := interrupted(t, dir)
+		if comp {
 			duringCompaction++
+		}
+		if ckpt {
+			duringCheckpoint++
 		}
 		n, err := verify(dir, l, lastRev, lastCompact)
 		lost += n
@@ -217,24 +291,37 @@ func TestCrash(t *testing.T) {
 		lastRev, lastCompact = s.Revision(), s.CompactRevision()
 		s.Close()
 	}
-	t.Logf("%d trials, %d acknowledged writes and compactions, %d lost; %d kills interrupted a compaction", trials, acks, lost, duringCompaction)
+	t.Logf("%d trials, %d acknowledged writes and compactions, %d lost; %d kills interrupted a compaction, %d a checkpoint; kills at kill points: %v",
+		trials, acks, lost, duringCompaction, duringCheckpoint, atPoint)
 	if duringCompaction == 0 && trials >= 20 {
 		t.Errorf("no kill hit a compaction in %d trials: the test does not exercise crash-safe compaction", trials)
 	}
+	if duringCheckpoint == 0 && trials >= 20 {
+		t.Errorf("no kill hit a checkpoint in %d trials: the test does not exercise crash-safe checkpoints", trials)
+	}
+	if trials >= 2*2*len(killPoints) {
+		for _, p := range killPoints {
+			if atPoint[p] == 0 {
+				t.Errorf("no child died at kill point %q in %d trials", p, trials)
+			}
+		}
+	}
 }
 
-// runChild runs one child on dir, kills it after d, and records its acks.
-func runChild(dir string, seed uint64, trial int, d time.Duration, l *ledger) error {
+// runChild runs one child on dir, kills it after d (unless it dies at a
+// kill point first: then it returns the point), and records its acks.
+func runChild(dir string, seed uint64, trial int, d time.Duration, l *ledger, env ...string) (point string, _ error) {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
 	cmd.Env = append(os.Environ(), crashChildEnv+"="+dir,
 		fmt.Sprintf("%s_SEED=%d", crashChildEnv, seed), fmt.Sprintf("%s_GEN=%d", crashChildEnv, trial))
+	cmd.Env = append(cmd.Env, env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return err
+		return "", err
 	}
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
-		return err
+		return "", err
 	}
 	lines := make(chan string, 1024)
 	go func() {
@@ -254,6 +341,9 @@ func runChild(dir string, seed uint64, trial int, d time.Duration, l *ledger) er
 		if strings.HasPrefix(line, "OPEN FAILED") {
 			perr = fmt.Errorf("child: %s", line)
 		}
+		if p, ok := strings.CutPrefix(line, "KILLPOINT "); ok {
+			point = strings.TrimSpace(p)
+		}
 		if !started && strings.HasPrefix(line, "ACK start") {
 			started = true
 			kill := time.AfterFunc(d, func() { cmd.Process.Signal(syscall.SIGKILL) })
@@ -265,32 +355,24 @@ func runChild(dir string, seed uint64, trial int, d time.Duration, l *ledger) er
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
-	if !started && perr == nil {
+	if !started && point == "" && perr == nil {
 		perr = fmt.Errorf("the child never started")
 	}
-	return perr
+	return point, perr
 }
 
-// interrupted reports whether the data file records a compaction that was
-// acknowledged but not finished: the kill came in the middle of one.
-func interrupted(t *testing.T, dir string) bool {
-	db, err := bolt.Open(filepath.Join(dir, "mvcc.db"), 0o600, &bolt.Options{ReadOnly: true, Timeout: 5 * time.Second})
+// interrupted reports whether the kill came in the middle of a compaction
+// (one acknowledged but not finished) and of a checkpoint (more than one log
+// segment, or a segment beyond the data file).
+func interrupted(t *testing.T, dir string) (compaction, checkpoint bool) {
+	r, err := Check(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
-	var scheduled, finished int64 = -1, -1
-	db.View(func(tx *bolt.Tx) error {
-		mb := tx.Bucket(bucketMeta)
-		if v, ok := readI64(mb.Get(metaScheduled)); ok {
-			scheduled = v
-		}
-		if v, ok := readI64(mb.Get(metaFinished)); ok {
-			finished = v
-		}
-		return nil
-	})
-	return scheduled > finished
+	if !r.OK() {
+		t.Fatalf("the data directory after the kill does not check:\n%s", r)
+	}
+	return r.CompactRevision > r.FinishedCompaction, r.LogSegments > 1
 }
 
 // verify reopens dir and checks it against the ledger. It returns the number

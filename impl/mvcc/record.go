@@ -3,6 +3,7 @@ package mvcc
 import (
 	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 )
 
 // A revision names one record: the write revision (main) and the position of
@@ -43,12 +44,66 @@ type record struct {
 	tomb    bool
 	hasPrev bool
 	prev    revision
+	last    bool // the last record of its revision (so that a lost one is seen)
 }
 
 const (
 	flagTomb = 1 << iota
 	flagPrev
+	flagLast // the last record of its revision
 )
+
+// castagnoli is the CRC-32C table: every record and log frame carries a
+// CRC-32C (hardware-accelerated on amd64 and arm64).
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// sealLen is the length of the checksum that starts every stored record.
+const sealLen = 4
+
+// seal encodes r as it is stored, under the record key key:
+//
+//	crc32c(key | body) (4 bytes, big-endian) | body
+//
+// where body is [record.encode]'s. The checksum covers the key too, so that
+// a record read back under another key does not verify.
+func (r *record) seal(key []byte) []byte {
+	b := r.encode(make([]byte, sealLen, sealLen+32+len(r.kv.Key)+len(r.kv.Value)))
+	reseal(key, b)
+	return b
+}
+
+// reseal recomputes the checksum of a sealed value whose body changed.
+func reseal(key, sealed []byte) {
+	c := crc32.Update(0, castagnoli, key)
+	c = crc32.Update(c, castagnoli, sealed[sealLen:])
+	binary.BigEndian.PutUint32(sealed, c)
+}
+
+// unseal returns the body of a sealed value, or false when the checksum does
+// not match (the value, or the key it was read under, is damaged).
+func unseal(key, sealed []byte) ([]byte, bool) {
+	if len(sealed) < sealLen {
+		return nil, false
+	}
+	c := crc32.Update(0, castagnoli, key)
+	c = crc32.Update(c, castagnoli, sealed[sealLen:])
+	return sealed[sealLen:], c == binary.BigEndian.Uint32(sealed)
+}
+
+// setLast marks the sealed record as the last of its revision.
+func setLast(key, sealed []byte) {
+	sealed[sealLen] |= flagLast
+	reseal(key, sealed)
+}
+
+// openRecord verifies and decodes the sealed record stored under r.
+func openRecord(r revision, sealed []byte, keyOnly bool) (record, error) {
+	body, ok := unseal(revKey(r), sealed)
+	if !ok {
+		return record{}, fmt.Errorf("%w: record %d.%d fails its checksum", ErrCorrupt, r.main, r.sub)
+	}
+	return decodeRecord(r, body, keyOnly)
+}
 
 // encode appends the encoding of r to dst:
 //
@@ -63,6 +118,9 @@ func (r *record) encode(dst []byte) []byte {
 	}
 	if r.hasPrev {
 		flags |= flagPrev
+	}
+	if r.last {
+		flags |= flagLast
 	}
 	dst = append(dst, flags)
 	dst = binary.AppendUvarint(dst, uint64(len(r.kv.Key)))
@@ -92,11 +150,11 @@ func decodeRecord(rev revision, b []byte, keyOnly bool) (record, error) {
 		return bad("empty")
 	}
 	flags := b[0]
-	if flags&^(flagTomb|flagPrev) != 0 {
+	if flags&^(flagTomb|flagPrev|flagLast) != 0 {
 		return bad("unknown flags")
 	}
 	b = b[1:]
-	r.tomb, r.hasPrev = flags&flagTomb != 0, flags&flagPrev != 0
+	r.tomb, r.hasPrev, r.last = flags&flagTomb != 0, flags&flagPrev != 0, flags&flagLast != 0
 	n, w := binary.Uvarint(b)
 	if w <= 0 || n > uint64(len(b)-w) {
 		return bad("bad key length")
@@ -116,6 +174,9 @@ func decodeRecord(rev revision, b []byte, keyOnly bool) (record, error) {
 		}
 		b = b[w:]
 		r.kv.CreateRevision, r.kv.Version = int64(c), int64(v)
+		if r.kv.CreateRevision < 1 || r.kv.CreateRevision > rev.main || r.kv.Version < 1 {
+			return bad("bad create revision or version")
+		}
 	}
 	if r.hasPrev {
 		var m, s uint64
@@ -128,6 +189,9 @@ func decodeRecord(rev revision, b []byte, keyOnly bool) (record, error) {
 		}
 		b = b[w:]
 		r.prev = revision{main: int64(m), sub: int32(uint32(s))}
+		if r.prev.main >= rev.main || r.prev.main < 1 {
+			return bad("previous revision out of order")
+		}
 	}
 	if r.tomb {
 		if len(b) != 0 {

@@ -210,6 +210,22 @@ var (
 	ErrInvalidRequest = errors.New("mvcc: an operation must set exactly one of range, put and delete")
 	// ErrClosed is returned by every method once Close has begun.
 	ErrClosed = errors.New("mvcc: store closed")
-	// ErrCorrupt wraps what Open found unreadable in the data file.
-	ErrCorrupt = errors.New("mvcc: data file corrupt")
+	// ErrCorrupt is what a damaged data directory, or a damaged record read
+	// later, wraps: a record or a file fails its checksum or its structure.
+	// Open returns a [*DamageError] for it, which says what is damaged and
+	// what can still be trusted.
+	ErrCorrupt = errors.New("mvcc: data corrupt")
+	// ErrNoSpace is returned for a write refused because the disk is full:
+	// the write that ran out of space, and every Put (and every Txn that
+	// puts) while the NOSPACE alarm is raised (see [Store.Alarms]). The text
+	// is etcd's (rpctypes.ErrGRPCNoSpace), as is the rule of what it refuses
+	// (etcd's applierV3Capped, server/etcdserver/apply/apply.go).
+	ErrNoSpace = errors.New("etcdserver: mvcc: database space exceeded")
+	// ErrLocked is returned by Open, Check and Recover for a data directory
+	// that another process (or another Store of this one) holds open.
+	ErrLocked = errors.New("mvcc: data directory is locked by another process")
+	// ErrNotStore is returned by Open, Check and Recover for a directory
+	// that holds something other than a watchspec store: an etcd data
+	// directory, other files, a data file that is not one of this store's.
+	ErrNotStore = errors.New("mvcc: not a watchspec data directory")
 )

@@ -32,6 +32,8 @@ func toGRPCError(err error) error {
 		return rpctypes.ErrGRPCKeyNotFound
 	case errors.Is(err, mvcc.ErrInvalidRequest):
 		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, mvcc.ErrNoSpace):
+		return rpctypes.ErrGRPCNoSpace
 	case errors.Is(err, mvcc.ErrClosed), errors.Is(err, watchhub.ErrClosed):
 		// The store is closing: the server is stopping (etcd's
 		// ErrGRPCStopped, which clients retry).

@@ -231,3 +231,53 @@ func BenchmarkIdleWatcher(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPutUnderReadLoad: one writer's durable puts while 16 goroutines
+// range over 100 keys in a loop (docs/PERFORMANCE.md, "read overload": a
+// writer must not queue behind readers). puts/s counts the writer's
+// acknowledged puts; ranges/s the readers' completed ranges.
+func BenchmarkPutUnderReadLoad(b *testing.B) {
+	s := openB(b, true)
+	for i := range 100 {
+		if _, err := s.Put(ctx, mvcc.PutRequest{Key: fmt.Sprintf("r/%03d", i), Value: "value"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var ranges sync.Map
+	for g := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n := 0
+			for {
+				select {
+				case <-stop:
+					ranges.Store(g, n)
+					return
+				default:
+				}
+				if _, err := s.Range(ctx, mvcc.RangeRequest{Key: "r/", RangeEnd: "r0"}); err != nil {
+					b.Error(err)
+					ranges.Store(g, n)
+					return
+				}
+				n++
+			}
+		}()
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		if _, err := s.Put(ctx, mvcc.PutRequest{Key: fmt.Sprintf("r/%03d", i%100), Value: "value"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	elapsed := b.Elapsed()
+	close(stop)
+	wg.Wait()
+	total := 0
+	ranges.Range(func(_, v any) bool { total += v.(int); return true })
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "puts/s")
+	b.ReportMetric(float64(total)/elapsed.Seconds(), "ranges/s")
+}

@@ -37,6 +37,13 @@ type (
 	OpResponse      = mvcc.OpResponse
 	Compare         = mvcc.Compare
 	CompactResponse = mvcc.CompactResponse
+	Alarm           = mvcc.Alarm
+	Stats           = mvcc.Stats
+	Recovery        = mvcc.Recovery
+	Report          = mvcc.Report
+	RecoverReport   = mvcc.RecoverReport
+	Damage          = mvcc.Damage
+	DamageError     = mvcc.DamageError
 	WatchRequest    = watchhub.Request
 	WatchResponse   = watchhub.Response
 	WatchStream     = watchhub.Stream
@@ -48,6 +55,9 @@ const (
 	Delete = mvcc.Delete
 )
 
+// AlarmNoSpace is etcd's NOSPACE alarm (see [Store.Alarms]).
+const AlarmNoSpace = mvcc.AlarmNoSpace
+
 // The errors, defined in mvcc and watchhub.
 var (
 	ErrCompacted    = mvcc.ErrCompacted
@@ -56,6 +66,10 @@ var (
 	ErrDuplicateKey = mvcc.ErrDuplicateKey
 	ErrKeyNotFound  = mvcc.ErrKeyNotFound
 	ErrClosed       = mvcc.ErrClosed
+	ErrNoSpace      = mvcc.ErrNoSpace
+	ErrCorrupt      = mvcc.ErrCorrupt
+	ErrLocked       = mvcc.ErrLocked
+	ErrNotStore     = mvcc.ErrNotStore
 )
 
 // Options configure a Store: the key-value store's and the watch hub's. The
@@ -72,8 +86,9 @@ type Store struct {
 	hub *watchhub.Hub
 }
 
-// Open opens the store in directory dir (see [mvcc.Open]) and starts its
-// watch hub.
+// Open opens the store in directory dir (see [mvcc.Open]: a new or empty
+// directory starts a new store; a damaged one is refused with a
+// *DamageError) and starts its watch hub.
 func Open(dir string, opts Options) (*Store, error) {
 	s := &Store{}
 	ready := make(chan struct{})
@@ -142,8 +157,46 @@ func (s *Store) Watch(ctx context.Context, req WatchRequest) (*WatchStream, erro
 func (s *Store) Hub() *watchhub.Hub { return s.hub }
 
 // Close closes every watch stream (queued responses stay readable), then
-// the key-value store.
+// the key-value store (which checkpoints its log into its data file).
 func (s *Store) Close() error {
 	s.hub.Close()
 	return s.kv.Close()
 }
+
+// Kill closes every watch stream, then stops the key-value store as a crash
+// would (see [mvcc.Store.Kill]): for tests of recovery.
+func (s *Store) Kill() error {
+	s.hub.Close()
+	return s.kv.Kill()
+}
+
+// Checkpoint brings the data file up to date with the log (see
+// [mvcc.Store.Checkpoint]).
+func (s *Store) Checkpoint() error { return s.kv.Checkpoint() }
+
+// Alarms returns the alarms raised: [AlarmNoSpace] after a write ran out of
+// disk space (see [mvcc.Store.Alarms]). An etcd server answers
+// Maintenance.Alarm and the errors of Maintenance.Status from it.
+func (s *Store) Alarms() []Alarm { return s.kv.Alarms() }
+
+// RaiseAlarm raises an alarm by hand (etcd's Alarm ACTIVATE).
+func (s *Store) RaiseAlarm(a Alarm) error { return s.kv.RaiseAlarm(a) }
+
+// DisarmAlarm clears an alarm (etcd's Alarm DEACTIVATE) and reports whether
+// it was raised; writes resume (see [mvcc.Store.DisarmAlarm]).
+func (s *Store) DisarmAlarm(a Alarm) bool { return s.kv.DisarmAlarm(a) }
+
+// Stats returns the key-value store's figures: sizes of the data file and
+// the log, counts of commits and fsyncs (see [mvcc.Stats]).
+func (s *Store) Stats() Stats { return s.kv.Stats() }
+
+// Recovery says what Open replayed or discarded (see [mvcc.Recovery]).
+func (s *Store) Recovery() Recovery { return s.kv.Recovery() }
+
+// Check verifies a stopped data directory without changing it (see
+// [mvcc.Check]).
+func Check(dir string) (*Report, error) { return mvcc.Check(dir) }
+
+// Recover rebuilds a damaged data directory from what still verifies (see
+// [mvcc.Recover]).
+func Recover(dir string) (*RecoverReport, error) { return mvcc.Recover(dir) }

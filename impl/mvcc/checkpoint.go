@@ -1,0 +1,280 @@
+package mvcc
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Checkpoints bring the data file up to date with the log.
+//
+// The writers never touch the data file: a group commit is durable once its
+// frame is in the log, and its records are kept in memory (Store.mem). A
+// checkpoint (1) rotates the log — the segment being appended to is closed
+// and a new one started, whose header says the revision and compaction it
+// continues from; (2) writes the records up to that revision, and the
+// state (revision, scheduled compaction), into the data file in one bbolt
+// transaction, committed with its fsyncs; (3) removes the segments before
+// the new one, oldest first. A crash between any two steps leaves a
+// directory that Open reads back whole: after (1) the log still holds
+// everything; after (2) the data file holds what the older segments hold,
+// and replaying them again skips the records the data file has (by
+// revision); a segment removed in (3) is one the data file covers.
+
+// Checkpoint writes the records the data file does not hold yet into it and
+// removes the log segments that held them. The store checkpoints by itself
+// (see Options.CheckpointBytes and CheckpointInterval, and on Close); call it
+// before copying the data file alone, or in tests.
+func (s *Store) Checkpoint() error {
+	s.mu.Lock()
+	closing := s.closing
+	s.mu.Unlock()
+	if closing {
+		return ErrClosed
+	}
+	return s.checkpoint()
+}
+
+func (s *Store) checkpoint() error {
+	s.ckptMu.Lock()
+	defer s.ckptMu.Unlock()
+	start := time.Now()
+
+	// 1. Rotate. The next segment's file is created (and its directory
+	// entry made durable) outside the log's lock; under it, only the header
+	// is written and the segments swapped, so that writers wait for no fsync.
+	s.walMu.Lock()
+	if s.seg == nil {
+		s.walMu.Unlock()
+		return ErrClosed
+	}
+	rotate := s.seg.off > segmentHeaderLen
+	seq := s.segs[len(s.segs)-1] + 1
+	s.walMu.Unlock()
+	var next *segment
+	if rotate {
+		var err error
+		if next, err = openSegment(s.opts.FS, s.dir, seq, s.opts.UnsafeNoFsync); err != nil {
+			return s.checkpointFailed(err)
+		}
+		s.opts.point("checkpoint: segment created")
+	}
+	s.walMu.Lock()
+	if s.seg == nil {
+		s.walMu.Unlock()
+		if next != nil {
+			next.abandon(ErrClosed)
+		}
+		return ErrClosed
+	}
+	rev, compact := s.logRev, s.logCompact
+	s.memMu.Lock()
+	ckRev, ckCompact := s.ckptRev, s.ckptCompact
+	s.memMu.Unlock()
+	dirty := rev > ckRev || compact > ckCompact
+	if next != nil {
+		if err := next.start(segmentHeader{storeID: s.storeID, seq: seq, base: rev, baseCompact: compact}); err != nil {
+			s.walMu.Unlock()
+			return s.checkpointFailed(err)
+		}
+		s.seg.close()
+		s.seg = next
+		s.segs = append(s.segs, seq)
+	}
+	older := append([]uint64(nil), s.segs[:len(s.segs)-1]...)
+	s.walMu.Unlock()
+	if next != nil {
+		// The header must be durable before the segments before it go. If
+		// its fsync fails, the state of the segment is unknown: writes stop.
+		if err := next.f.Sync(); err != nil && !s.opts.UnsafeNoFsync {
+			s.mu.Lock()
+			if s.failed == nil {
+				s.failed = fmt.Errorf("mvcc: the log failed (a new segment's header did not sync), store is read-only until reopened: %w", err)
+			}
+			s.mu.Unlock()
+			return s.checkpointFailed(err)
+		}
+	}
+	if !dirty && len(older) == 0 {
+		return nil
+	}
+	s.opts.point("checkpoint: rotated")
+
+	// 2. The data file.
+	if dirty {
+		s.memMu.Lock()
+		n := 0
+		for n < len(s.mem) && s.mem[n].rev.main <= rev {
+			n++
+		}
+		recs := s.mem[:n:n] // durable, never changed again
+		s.memMu.Unlock()
+		st := storeState{format: formatVersion, storeID: s.storeID, rev: rev, sched: compact}
+		err := s.boltUpdate(func(tx *bolt.Tx) error {
+			b := tx.Bucket(bucketKey)
+			for _, r := range recs {
+				if err := b.Put(revKey(r.rev), r.val); err != nil {
+					return err
+				}
+			}
+			return tx.Bucket(bucketMeta).Put(metaState, sealBytes(metaState, st.encode()))
+		})
+		if err != nil {
+			return s.checkpointFailed(err)
+		}
+		s.opts.point("checkpoint: committed")
+		// Readers of views published from now on read these records from
+		// the data file (whose new read transaction is already published).
+		s.memMu.Lock()
+		s.ckptRev, s.ckptCompact = rev, compact
+		i := 0
+		for i < len(s.mem) && s.mem[i].rev.main <= rev {
+			s.memBytes -= int64(len(s.mem[i].val) + revKeyLen)
+			i++
+		}
+		s.mem = append([]memRecord(nil), s.mem[i:]...) // a new array: old views keep theirs
+		if len(s.mem) == 0 {
+			s.memBytes, s.memSince = 0, time.Time{}
+		} else {
+			s.memSince = time.Now()
+		}
+		v := s.view.Load()
+		pub := 0
+		for pub < len(s.mem) && s.mem[pub].rev.main <= v.rev {
+			pub++
+		}
+		s.view.Store(&view{rev: v.rev, compactRev: v.compactRev, ckptRev: rev, mem: s.mem[:pub:pub]})
+		s.memMu.Unlock()
+	}
+
+	// 3. The segments the data file now covers, oldest first.
+	for _, seq := range older {
+		if err := s.opts.FS.Remove(filepath.Join(s.dir, segmentName(seq))); err != nil {
+			return fmt.Errorf("mvcc: checkpoint: %w", err)
+		}
+		s.walMu.Lock()
+		s.segs = s.segs[1:]
+		s.walMu.Unlock()
+		s.opts.point("checkpoint: removed a segment")
+	}
+	if len(older) > 0 && !s.opts.UnsafeNoFsync {
+		if err := s.opts.FS.SyncDir(s.dir); err != nil {
+			return fmt.Errorf("mvcc: checkpoint: %w", err)
+		}
+	}
+	s.stats.checkpoints.Add(1)
+	s.opts.Logger.Debug("mvcc: checkpoint", "dir", s.dir, "revision", rev, "took", time.Since(start))
+	return nil
+}
+
+// checkpointFailed raises the NOSPACE alarm for a full disk. The log
+// still holds everything: nothing is lost, and the next checkpoint retries.
+func (s *Store) checkpointFailed(err error) error {
+	if isNoSpace(err) {
+		s.raiseNoSpace(err)
+	}
+	return fmt.Errorf("mvcc: checkpoint: %w", err)
+}
+
+// boltUpdate runs fn in a write transaction of the data file and commits
+// it, then publishes a new shared read transaction. Readers wait during the
+// commit: bbolt may have to remap its file, which it can do only once no
+// read transaction is open.
+func (s *Store) boltUpdate(fn func(*bolt.Tx) error) error {
+	s.boltMu.Lock()
+	defer s.boltMu.Unlock()
+	tx, err := s.db.Begin(true)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	unblock := s.retireSnap()
+	start := time.Now()
+	err = tx.Commit()
+	d := time.Since(start)
+	unblock(true)
+	if err != nil {
+		return err
+	}
+	s.stats.backendCommits.Add(1)
+	if s.opts.OnBackendCommit != nil {
+		s.opts.OnBackendCommit(d)
+	}
+	return nil
+}
+
+// checkpointer runs checkpoints in the background: when the records kept in
+// memory reach CheckpointBytes, and about every CheckpointInterval while
+// there is something to checkpoint.
+type checkpointer struct {
+	s       *Store
+	wake    chan struct{}
+	quit    chan struct{}
+	stopped chan struct{}
+}
+
+func (c *checkpointer) start(s *Store) {
+	c.s = s
+	c.wake = make(chan struct{}, 1)
+	c.quit = make(chan struct{})
+	c.stopped = make(chan struct{})
+	go c.loop()
+}
+
+func (c *checkpointer) poke() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (c *checkpointer) stop() {
+	close(c.quit)
+	<-c.stopped
+}
+
+func (c *checkpointer) loop() {
+	defer close(c.stopped)
+	s := c.s
+	var tick <-chan time.Time
+	if d := s.opts.CheckpointInterval; d > 0 {
+		t := time.NewTicker(d / 2)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-c.quit:
+			return
+		case <-c.wake:
+		case <-tick:
+			s.memMu.Lock()
+			due := !s.memSince.IsZero() && time.Since(s.memSince) >= s.opts.CheckpointInterval/2
+			s.memMu.Unlock()
+			s.walMu.Lock()
+			due = due || len(s.segs) > 1 || s.logCompact > s.ckptCompactLocked()
+			s.walMu.Unlock()
+			if !due {
+				continue
+			}
+		}
+		if s.noSpace.Load() {
+			continue // DisarmAlarm wakes us
+		}
+		if err := s.checkpoint(); err != nil && !errors.Is(err, ErrClosed) {
+			s.opts.Logger.Warn("mvcc: checkpoint failed; the log keeps everything", "dir", s.dir, "err", err)
+		}
+	}
+}
+
+func (s *Store) ckptCompactLocked() int64 {
+	s.memMu.Lock()
+	defer s.memMu.Unlock()
+	return s.ckptCompact
+}
