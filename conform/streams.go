@@ -133,6 +133,24 @@ func (o *watchObserver) observe(resp watch.Response) {
 	}
 }
 
+// lowersResume reports whether resp is a progress notification that makes
+// clientv3 3.7.3 resume its watch below next, the revision the watch needs
+// next: serveSubstream (client/v3/watch.go) sets its resume point to any
+// progress notification's revision plus one, and a stream's progress
+// answer that etcd computed before the watch was registered is handed to
+// the watch too. Should the stream break before the watch's next event,
+// clientv3 re-creates it from there: the caller gets events below its
+// start revision, or a compaction cancel it never needed (the corpus
+// recording clientv3-3.7.3-resume-below-future-start; etcd#20221's
+// family). The workload, like a careful user, then ends the watch and
+// opens another from next, so that what conform reports is the store's
+// doing, not its client library's. (A progress answer above events the
+// watch has not received yet — a watch from the past — cannot be told
+// apart from a true one on the client; the checker judges what follows.)
+func lowersResume(resp watch.Response, next int64) bool {
+	return resp.IsProgressNotify() && next > 0 && resp.Revision+1 < next
+}
+
 // session runs one watch on the stream of ctx for a while and returns the
 // revision to resume from: after the last one seen, or the compaction
 // revision after a compaction cancel (the caller then relists, in
@@ -182,6 +200,8 @@ func (r *run) session(ctx context.Context, cli *clientv3.Client, c *record.Clien
 				next = resp.Events[len(resp.Events)-1].KV.ModRevision + 1
 			case resp.IsProgressNotify() && resp.Revision >= next:
 				next = resp.Revision + 1
+			case lowersResume(resp, next):
+				return next, false
 			}
 		case <-time.After(50 * time.Millisecond):
 		}
