@@ -3,7 +3,7 @@ GO ?= go
 PKGS ?= ./...
 FUZZTIME ?= 10s
 
-.PHONY: all test vet fmt fuzz bench bench-compare cover ci crash corrupt slow mutate
+.PHONY: all test vet fmt fuzz bench bench-compare cover ci crash corrupt slow mutate conform-long
 
 all: vet test
 
@@ -62,6 +62,22 @@ MUTANTS ?= 50
 SEED ?= $(shell date +%s)
 mutate:
 	$(GO) test ./internal/mutate -run '^TestCampaign$$' -count=1 -v -timeout 60m -mutate.n=$(MUTANTS) -mutate.seed=$(SEED)
+
+# The acceptance runs of issue 11 against real etcd 3.7.3 (docs/CONFORMANCE.md),
+# without the race detector: CONFORM_RUNS consecutive conform runs of
+# CONFORM_DURATION with the workload's defaults against 1 member and against
+# 3 members killed and restarted; 5 runs each of a store compacted before each
+# run and reused, through conform.Record and through `conform --endpoints`
+# (against etcd and `watchspec serve`). The trace of a failing run is kept
+# under CONFORM_OUT/_artifacts.
+CONFORM_RUNS ?= 10
+CONFORM_DURATION ?= 10s
+CONFORM_OUT ?= $(or $(TMPDIR),/tmp)/watchspec-conform-long
+conform-long:
+	mkdir -p $(CONFORM_OUT)
+	$(GO) test ./conform -run '^(TestEtcdOneMember|TestEtcdThreeMembersWithKills)$$' -count=1 -v -timeout 60m -artifacts -outputdir $(CONFORM_OUT) -conform.runs $(CONFORM_RUNS) -conform.duration $(CONFORM_DURATION)
+	$(GO) test ./conform -run 'ReusedCompactedStore' -count=1 -v -timeout 30m -artifacts -outputdir $(CONFORM_OUT) -conform.reused-runs 5
+	$(GO) test ./cmd/watchspec -run '^TestConformEndpointsReused$$' -count=1 -v -timeout 30m -artifacts -outputdir $(CONFORM_OUT) -conform.endpoint-runs 5
 
 cover:
 	$(GO) test -count=1 -coverprofile=cover.out $(PKGS)

@@ -32,6 +32,7 @@ func newCollector(ctx context.Context, r *run) (*collector, error) {
 		return nil, err
 	}
 	col := &collector{r: r, cli: cli, c: r.rec.Client(cli)}
+	r.stats.streams.Add(1)
 	col.seen.Store(r.headRev.Load())
 	col.done.Add(2)
 	go col.watch(ctx, r.headRev.Load()+1)
@@ -45,7 +46,8 @@ func (col *collector) watch(ctx context.Context, from int64) {
 	for ctx.Err() == nil {
 		req := watch.Request{Key: col.r.prefix, RangeEnd: kv.PrefixEnd(col.r.prefix), StartRevision: from, PrevKV: true, ProgressNotify: true}
 		col.r.stats.watches.Add(1)
-		w := col.c.Watch(clientv3.WithRequireLeader(ctx), col.cli.Watcher, req)
+		wctx, stop := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		w := col.c.Watch(wctx, col.cli.Watcher, req)
 		for resp := range w.C {
 			col.r.stats.responses.Add(1)
 			col.r.stats.events.Add(int64(len(resp.Events)))
@@ -58,8 +60,11 @@ func (col *collector) watch(ctx context.Context, from int64) {
 			case resp.IsProgressNotify() && resp.Revision >= from-1:
 				from = resp.Revision + 1
 				col.advance(resp.Revision)
+			case lowersResume(resp, from):
+				stop() // watch again from `from` (see lowersResume)
 			}
 		}
+		stop()
 		if ctx.Err() == nil {
 			time.Sleep(50 * time.Millisecond)
 		}
