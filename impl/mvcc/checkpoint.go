@@ -43,10 +43,31 @@ func (s *Store) checkpoint() error {
 	defer s.ckptMu.Unlock()
 	start := time.Now()
 
-	// 1. Rotate.
+	// 1. Rotate. The next segment's file is created (and its directory
+	// entry made durable) outside the log's lock; under it, only the header
+	// is written and the segments swapped, so that writers wait for no fsync.
 	s.walMu.Lock()
 	if s.seg == nil {
 		s.walMu.Unlock()
+		return ErrClosed
+	}
+	rotate := s.seg.off > segmentHeaderLen
+	seq := s.segs[len(s.segs)-1] + 1
+	s.walMu.Unlock()
+	var next *segment
+	if rotate {
+		var err error
+		if next, err = openSegment(s.opts.FS, s.dir, seq, s.opts.UnsafeNoFsync); err != nil {
+			return s.checkpointFailed(err)
+		}
+		s.opts.point("checkpoint: segment created")
+	}
+	s.walMu.Lock()
+	if s.seg == nil {
+		s.walMu.Unlock()
+		if next != nil {
+			next.abandon(ErrClosed)
+		}
 		return ErrClosed
 	}
 	rev, compact := s.logRev, s.logCompact
@@ -54,23 +75,32 @@ func (s *Store) checkpoint() error {
 	ckRev, ckCompact := s.ckptRev, s.ckptCompact
 	s.memMu.Unlock()
 	dirty := rev > ckRev || compact > ckCompact
-	if !dirty && len(s.segs) == 1 {
-		s.walMu.Unlock()
-		return nil
-	}
-	if s.seg.off > segmentHeaderLen {
-		seq := s.segs[len(s.segs)-1] + 1
-		seg, err := createSegment(s.opts.FS, s.dir, segmentHeader{storeID: s.storeID, seq: seq, base: rev, baseCompact: compact}, s.opts.UnsafeNoFsync)
-		if err != nil {
+	if next != nil {
+		if err := next.start(segmentHeader{storeID: s.storeID, seq: seq, base: rev, baseCompact: compact}); err != nil {
 			s.walMu.Unlock()
 			return s.checkpointFailed(err)
 		}
 		s.seg.close()
-		s.seg = seg
+		s.seg = next
 		s.segs = append(s.segs, seq)
 	}
 	older := append([]uint64(nil), s.segs[:len(s.segs)-1]...)
 	s.walMu.Unlock()
+	if next != nil {
+		// The header must be durable before the segments before it go. If
+		// its fsync fails, the state of the segment is unknown: writes stop.
+		if err := next.f.Sync(); err != nil && !s.opts.UnsafeNoFsync {
+			s.mu.Lock()
+			if s.failed == nil {
+				s.failed = fmt.Errorf("mvcc: the log failed (a new segment's header did not sync), store is read-only until reopened: %w", err)
+			}
+			s.mu.Unlock()
+			return s.checkpointFailed(err)
+		}
+	}
+	if !dirty && len(older) == 0 {
+		return nil
+	}
 	s.opts.point("checkpoint: rotated")
 
 	// 2. The data file.

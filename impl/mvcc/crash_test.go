@@ -147,7 +147,7 @@ func TestCrashChild(t *testing.T) {
 // compaction batch, and a write of the log cut in the middle.
 const pointTornFrame = "log: half a frame written"
 
-var killPoints = []string{"checkpoint: rotated", "checkpoint: committed", "checkpoint: removed a segment",
+var killPoints = []string{"checkpoint: segment created", "checkpoint: rotated", "checkpoint: committed", "checkpoint: removed a segment",
 	"compaction: batch committed", pointTornFrame}
 
 // tornFS is the operating system's file system, with a hook on every write

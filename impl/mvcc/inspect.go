@@ -224,7 +224,7 @@ func inspect(dir string, names []string) (*inspection, error) {
 		}
 		if i == 0 {
 			if s.hdr.base > st.rev || (s.hdr.base == st.rev && s.hdr.baseCompact > st.sched) {
-				in.damaged(b.damage0File(dataPath), -1, "the data file holds revisions up to %d (compaction %d), but the log starts after revision %d (compaction %d): what came between is lost (a data file older than its log: a damaged meta page, or a data file copied back)",
+				in.damaged(dataPath, -1, "the data file holds revisions up to %d (compaction %d), but the log starts after revision %d (compaction %d): what came between is lost (a data file older than its log: a damaged meta page, or a data file copied back)",
 					st.rev, st.sched, s.hdr.base, s.hdr.baseCompact)
 				return in, nil
 			}
@@ -270,8 +270,6 @@ func inspect(dir string, names []string) (*inspection, error) {
 	}
 	return in, nil
 }
-
-func (b *boltInfo) damage0File(p string) string { return p }
 
 func (s *scannedSegment) whatOrEnd() string {
 	if s.tail == tailClean {

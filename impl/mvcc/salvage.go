@@ -53,11 +53,12 @@ func (r *RecoverReport) String() string {
 // time>, and writes a new store from what it kept. It returns what it kept
 // and what is lost.
 //
-// What it keeps: every record above the highest compaction it finds,
-// wherever it is (records there are never deleted, so any copy of one is
-// good); at or below it, only the records of the data file's own tree
-// (older copies, in pages a later transaction freed, may be versions a
-// compaction deleted). If revisions above the compaction have records
+// What it keeps: every record above the highest compaction the data file
+// may have applied (as its state records, or a log segment's header),
+// wherever it is — records there are never deleted, so any copy of one is
+// good; at or below it, only the records of the data file's own tree (older
+// copies, in pages a later transaction freed, may be versions a compaction
+// deleted). If revisions above the compaction have records
 // missing, the recovered store is compacted at the last of them, so that it
 // never serves history with holes; the keys those revisions changed may
 // hold a stale value, and the report names the revisions. A store that

@@ -462,8 +462,6 @@ func (s *Store) publish() {
 	s.view.Store(&view{rev: s.crev, compactRev: s.ccompact, ckptRev: s.ckptRev, mem: s.mem[:len(s.mem):len(s.mem)]})
 }
 
-func i64(v int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(v)) }
-
 // Revision returns the store's current revision: 1 for a fresh store, plus
 // one for every request that wrote something.
 func (s *Store) Revision() int64 { return s.view.Load().rev }

@@ -246,27 +246,66 @@ type segment struct {
 // createSegment creates segment hdr.seq in dir, writes its header and makes
 // it durable, directory entry included.
 func createSegment(fs FS, dir string, hdr segmentHeader, noSync bool) (*segment, error) {
-	path := filepath.Join(dir, segmentName(hdr.seq))
+	g, err := openSegment(fs, dir, hdr.seq, noSync)
+	if err != nil {
+		return nil, err
+	}
+	if err := g.start(hdr); err != nil {
+		return nil, err
+	}
+	if err := g.syncHeader(); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// openSegment creates the file of segment seq, empty, and makes its
+// directory entry durable: a frame acknowledged in it must not vanish with
+// its directory entry. Its header is written by start.
+func openSegment(fs FS, dir string, seq uint64, noSync bool) (*segment, error) {
+	path := filepath.Join(dir, segmentName(seq))
 	f, err := fs.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return nil, &logError{err: err, noSpace: isNoSpace(err)}
 	}
-	b := hdr.encode()
-	_, err = f.WriteAt(b, 0)
-	if err == nil && !noSync {
-		err = f.Sync()
-	}
-	if err == nil && !noSync {
-		err = fs.SyncDir(dir)
-	}
-	if err != nil {
-		f.Close()
-		if rerr := fs.Remove(path); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
-			return nil, &logError{err: fmt.Errorf("%w (and removing the unfinished %s: %v)", err, path, rerr), fatal: true}
+	g := &segment{fs: fs, path: path, f: f, noSync: noSync}
+	if !noSync {
+		if err := fs.SyncDir(dir); err != nil {
+			return nil, g.abandon(err)
 		}
-		return nil, &logError{err: err, noSpace: isNoSpace(err)}
 	}
-	return &segment{fs: fs, path: path, hdr: hdr, f: f, off: int64(len(b)), noSync: noSync}, nil
+	return g, nil
+}
+
+// start writes the segment's header (durable with the first frame's
+// fdatasync, or syncHeader's).
+func (g *segment) start(hdr segmentHeader) error {
+	b := hdr.encode()
+	if _, err := g.f.WriteAt(b, 0); err != nil {
+		return g.abandon(err)
+	}
+	g.hdr, g.off = hdr, int64(len(b))
+	return nil
+}
+
+// syncHeader makes the header durable.
+func (g *segment) syncHeader() error {
+	if g.noSync {
+		return nil
+	}
+	if err := g.f.Sync(); err != nil {
+		return g.abandon(err)
+	}
+	return nil
+}
+
+// abandon closes and removes a segment that could not be started.
+func (g *segment) abandon(err error) error {
+	g.f.Close()
+	if rerr := g.fs.Remove(g.path); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+		return &logError{err: fmt.Errorf("%w (and removing the unfinished %s: %v)", err, g.path, rerr), fatal: true}
+	}
+	return &logError{err: err, noSpace: isNoSpace(err)}
 }
 
 // append writes b at the end of the segment and makes it durable: one
