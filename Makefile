@@ -3,7 +3,7 @@ GO ?= go
 PKGS ?= ./...
 FUZZTIME ?= 10s
 
-.PHONY: all test vet fmt fuzz bench bench-compare cover ci crash corrupt slow
+.PHONY: all test vet fmt fuzz bench bench-compare cover ci crash corrupt slow mutate conform-long
 
 all: vet test
 
@@ -51,6 +51,30 @@ corrupt:
 # the race detector (go test -race runs it scaled down).
 slow:
 	$(GO) test ./proptest -run '^TestSlowConsumers$$' -count=1 -v -timeout 30m -slow.full
+
+# The long draw of the mutation campaign against the checker (issue 19):
+# MUTANTS mutants of every operator over the whole corpus, seeded with SEED
+# (default: the time; the table prints it, and -mutate.seed=SEED replays
+# it). Prints the table of caught / other name / missed / false positives
+# per operator; fails on any failure not explained by a known defect
+# (internal/mutate/known_test.go). go test runs a short draw (5 per operator).
+MUTANTS ?= 50
+SEED ?= $(shell date +%s)
+mutate:
+	$(GO) test ./internal/mutate -run '^TestCampaign$$' -count=1 -v -timeout 60m -mutate.n=$(MUTANTS) -mutate.seed=$(SEED)
+
+# The acceptance runs of issue 11 against real etcd 3.7.3 (docs/CONFORMANCE.md),
+# without the race detector: CONFORM_RUNS consecutive conform runs of
+# CONFORM_DURATION with the workload's defaults against 1 member and against
+# 3 members killed and restarted; 5 runs each of a store compacted before each
+# run and reused, through conform.Record and through `conform --endpoints`
+# (against etcd and `watchspec serve`).
+CONFORM_RUNS ?= 10
+CONFORM_DURATION ?= 10s
+conform-long:
+	$(GO) test ./conform -run '^(TestEtcdOneMember|TestEtcdThreeMembersWithKills)$$' -count=1 -v -timeout 60m -conform.runs $(CONFORM_RUNS) -conform.duration $(CONFORM_DURATION)
+	$(GO) test ./conform -run 'ReusedCompactedStore' -count=1 -v -timeout 30m -conform.reused-runs 5
+	$(GO) test ./cmd/watchspec -run '^TestConformEndpointsReused$$' -count=1 -v -timeout 30m -conform.endpoint-runs 5
 
 cover:
 	$(GO) test -count=1 -coverprofile=cover.out $(PKGS)

@@ -8,12 +8,15 @@ package conform
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -555,7 +558,7 @@ func TestBrokenServers(t *testing.T) {
 				t.Fatalf("the run gave the mutant no opportunity (%d seen, none applied): it broke nothing, so it proves nothing; change the seed or the duration",
 					st.opportunities.Load())
 			}
-			res, err := linearizability.Check(tr, linearizability.Options{HTMLDir: t.TempDir()})
+			res, err := linearizability.Check(tr, linearizability.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -613,18 +616,21 @@ func recordBroken(t *testing.T, m *mutant, cfg Config) (*traces.Trace, []byte, S
 	return tr, raw, stats
 }
 
-// keepTrace saves the trace of a failed run where it outlives the test.
+// keepTrace saves the trace of a failed run, as recorded and gzipped, in
+// the test's artifact directory (kept after the test with go test
+// -artifacts).
 func keepTrace(t *testing.T, raw []byte) {
-	f, err := os.CreateTemp("", "watchspec-broken-*.ndjson")
+	path := filepath.Join(t.ArtifactDir(), strings.ReplaceAll(t.Name(), "/", "_")+".ndjson.gz")
+	var z bytes.Buffer
+	zw := gzip.NewWriter(&z)
+	zw.Write(raw)
+	err := zw.Close()
 	if err == nil {
-		_, err = f.Write(raw)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
+		err = os.WriteFile(path, z.Bytes(), 0o644)
 	}
 	if err != nil {
 		t.Logf("saving the trace: %v", err)
 		return
 	}
-	t.Logf("trace saved as %s", f.Name())
+	t.Logf("trace saved as %s", path)
 }

@@ -32,6 +32,7 @@ func newCollector(ctx context.Context, r *run) (*collector, error) {
 		return nil, err
 	}
 	col := &collector{r: r, cli: cli, c: r.rec.Client(cli)}
+	r.stats.streams.Add(1)
 	col.seen.Store(r.headRev.Load())
 	col.done.Add(2)
 	go col.watch(ctx, r.headRev.Load()+1)

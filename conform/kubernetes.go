@@ -271,7 +271,7 @@ func (r *run) compactKeyWatcher(ctx context.Context) error {
 			continue
 		}
 		req := watch.Request{Key: CompactRevKey, StartRevision: get.Revision}
-		r.session(ctx, cli, c, rng, req)
+		r.session(clientv3.WithRequireLeader(ctx), cli, c, rng, req)
 	}
 	return nil
 }
@@ -311,7 +311,7 @@ func (r *run) kubeWatcher(ctx context.Context, i int) error {
 			req.PrevKV, req.ProgressNotify = true, rng.IntN(4) != 0
 		}
 		req.StartRevision = from
-		next, compacted := r.session(ctx, cli, c, rng, req)
+		next, compacted := r.session(clientv3.WithRequireLeader(ctx), cli, c, rng, req)
 		if compacted {
 			from = 0 // relist
 		} else {

@@ -14,9 +14,9 @@ import (
 // watches from a list's revision with prevKV, progress, compaction through
 // compact_rev_key. SPEC §2–§3.
 func TestEtcdKubernetesWorkload(t *testing.T) {
-	tr, stats := recordEtcd(t, 1, -1, Config{Duration: 2 * time.Second, Seed: 4, Clients: 3, Watchers: 3, Workload: WorkloadKubernetes})
+	tr, raw, stats := recordEtcd(t, 1, -1, Config{Duration: 2 * time.Second, Seed: 4, Clients: 3, Watchers: 3, Workload: WorkloadKubernetes})
 	t.Logf("stats %+v", stats)
-	res := checkPasses(t, tr)
+	res := checkPasses(t, tr, raw)
 	for _, p := range []spec.Property{spec.Linearizable, spec.WriteRevision, spec.Reliable, spec.Bookmarkable, spec.PrevKV, spec.Resumable} {
 		if res.Checks[p] == 0 {
 			t.Errorf("the kubernetes workload never exercised %s", p)

@@ -40,9 +40,9 @@ func TestReferenceServerWithRestarts(t *testing.T) {
 	if stats.Restarts == 0 {
 		t.Fatal("the server was never restarted")
 	}
-	tr, err := traces.Read(&buf, t.Name()+".ndjson")
+	tr, err := traces.Read(bytes.NewReader(buf.Bytes()), t.Name()+".ndjson")
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkPasses(t, tr)
+	checkPasses(t, tr, buf.Bytes())
 }

@@ -3,23 +3,34 @@
 // checked against docs/SPEC.md by the linearizability package.
 //
 // The workload speaks through the real etcd client, go.etcd.io/etcd/client/v3,
-// as every user of an etcd-compatible store does. It runs concurrently:
+// and uses it the way etcd's users do. It runs concurrently:
 //
 //   - KV clients put unique values, delete keys and key ranges, run
 //     multi-key and optimistic (compare-and-swap) transactions, and read
-//     the current and past revisions;
+//     the current and past revisions, some of them serializable;
 //   - a compactor compacts, every CompactEvery, to the revision it saw in the
 //     previous round (as Kubernetes does);
-//   - watchers open watch after watch — from now, from the past, from the
-//     future, from compacted revisions, resuming where the last one stopped
-//     — with prevKV, filters and progress notifications, and sometimes stop
-//     reading for a while (slow consumers) or ask for progress;
+//   - watching clients each keep WatchesPerStream watches open at once on
+//     one clientv3 watch stream (one Watcher, one context metadata — as the
+//     Kubernetes apiserver does), and ask that stream for progress; each
+//     watch comes from now, the past, the future, a compacted revision, or
+//     resumes where the last one stopped, with prevKV, filters and progress
+//     notifications, and some stop reading for a while (slow readers);
+//   - a catch-up client opens CatchUpWatches watches at once on its one
+//     stream, from where the previous burst ended, some thousand revisions
+//     back (the compactor does not compact past it), and reads them up to
+//     the head while asking the stream for progress — a restarting apiserver's watch cache: the burst that makes
+//     etcd park watchers as victims and re-send their batches later;
 //   - a collector watches every key of the run from its first revision, as
 //     etcd's robustness tests do, so that a write whose client never learnt
-//     the outcome can be found by its unique value.
+//     the outcome can be found by its unique value;
+//   - with Disrupt (or Restart), members are killed or restarted while
+//     clients ride through: clientv3 resumes watches on another member.
 //
-// The endpoint must hold no keys under the run's prefix and have no other
-// writers while the run lasts: revisions are store-wide.
+// A store need not be fresh: the run records the revision and the
+// compaction in force when it starts, and its keys live under a prefix of
+// their own. Nobody else may write while the run lasts: revisions are
+// store-wide.
 package conform
 
 import (
@@ -33,10 +44,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"google.golang.org/grpc"
 
 	"github.com/watchspec/watchspec/model/kv"
-	"github.com/watchspec/watchspec/model/watch"
 	"github.com/watchspec/watchspec/traces"
 	"github.com/watchspec/watchspec/traces/record"
 )
@@ -45,19 +54,47 @@ import (
 type Config struct {
 	// Endpoints of the etcd-v3 store under test (required).
 	Endpoints []string
+	// Dial connects one client of the run. It gets the run's client
+	// configuration (Endpoints, timeouts, a silent logger) and may add to
+	// it — TLS, credentials, DialOptions with a dialer for an in-memory
+	// listener — before calling clientv3.New. Default: clientv3.New.
+	Dial func(clientv3.Config) (*clientv3.Client, error)
 	// Duration of the workload (default 30s), not counting the final
 	// catch-up of the collector.
 	Duration time.Duration
 	// Clients is the number of KV clients (default 8).
 	Clients int
-	// Watchers is the number of watching clients (default 8).
+	// Watchers is the number of watching clients (default 8), each with
+	// its own watch stream.
 	Watchers int
+	// WatchesPerStream is how many watches each watching client keeps open
+	// at once on its one stream (default 4; 1 is one watch per stream).
+	WatchesPerStream int
+	// SlowReaders is the fraction of watches that stop reading for a while
+	// (default 0.2; negative: none).
+	SlowReaders float64
+	// ProgressRequestEvery is how often each watching client asks its
+	// stream for progress (clientv3's RequestProgress; default 250ms), on
+	// top of the requests its watches make now and then; negative: none
+	// (the collector asks its own stream all the same).
+	ProgressRequestEvery time.Duration
+	// CatchUpWatches is how many watches the catch-up client opens at once
+	// on its stream, burst after burst (default 200; negative: no catch-up
+	// client).
+	CatchUpWatches int
+	// SerializableReads is the fraction of reads sent serializable
+	// (clientv3.WithSerializable: the member that gets one answers from its
+	// own state, which may be behind; default 0.1; negative: none). They
+	// are recorded as such (traces.Op.Serializable).
+	SerializableReads float64
 	// CompactEvery is the compaction period (default 150ms; negative: never).
 	CompactEvery time.Duration
 	// Seed makes the workload's choices reproducible (the timing of a
 	// concurrent run is not).
 	Seed int64
-	// Prefix is where the run's keys live (default "/watchspec/").
+	// Prefix is where the run's keys live. The default is a new prefix per
+	// run, "/watchspec/<time>-<random>/", so that a store reused across runs
+	// holds no keys of this one.
 	Prefix string
 	// RequestTimeout bounds each request (default 2s); a request that
 	// times out has an unknown outcome.
@@ -74,8 +111,21 @@ type Config struct {
 	// server; clients must ride through it.
 	Restart      func(context.Context) error
 	RestartEvery time.Duration
+	// Disrupt, when set, is called every RestartEvery instead of Restart:
+	// it disrupts the system under test (kills a member, restarts one) and
+	// says what it did, for the trace's annotations and Stats.
+	Disrupt func(context.Context) (Disruption, error)
 	// Progress, when set, is told how the run goes, about once a second.
 	Progress func(format string, args ...any)
+}
+
+// Disruption is what one call of Config.Disrupt did.
+type Disruption struct {
+	// Kill says a member was killed (and started again), rather than
+	// restarted gracefully.
+	Kill bool
+	// Text describes it, such as "killed member m1 (the leader) for 400ms".
+	Text string
 }
 
 func (c *Config) defaults() error {
@@ -91,11 +141,29 @@ func (c *Config) defaults() error {
 	if c.Watchers < 0 {
 		c.Watchers = 0
 	}
+	if c.WatchesPerStream <= 0 {
+		c.WatchesPerStream = 4
+	}
+	if c.SlowReaders == 0 {
+		c.SlowReaders = 0.2
+	}
+	if c.ProgressRequestEvery == 0 {
+		c.ProgressRequestEvery = 250 * time.Millisecond
+	}
+	if c.CatchUpWatches == 0 {
+		c.CatchUpWatches = 200
+	}
+	if c.SerializableReads == 0 {
+		c.SerializableReads = 0.1
+	}
+	if c.SlowReaders > 1 || c.SerializableReads > 1 {
+		return fmt.Errorf("SlowReaders (%v) and SerializableReads (%v) are fractions, at most 1", c.SlowReaders, c.SerializableReads)
+	}
 	if c.CompactEvery == 0 {
 		c.CompactEvery = 150 * time.Millisecond
 	}
 	if c.Prefix == "" {
-		c.Prefix = "/watchspec/"
+		c.Prefix = fmt.Sprintf("/watchspec/%s-%04x/", time.Now().UTC().Format("20060102T150405.000"), rand.N(1<<16))
 	}
 	if c.RequestTimeout <= 0 {
 		c.RequestTimeout = 2 * time.Second
@@ -105,6 +173,9 @@ func (c *Config) defaults() error {
 	}
 	if c.Progress == nil {
 		c.Progress = func(string, ...any) {}
+	}
+	if c.Dial == nil {
+		c.Dial = clientv3.New
 	}
 	switch c.Workload {
 	case WorkloadFull, WorkloadKubernetes:
@@ -122,8 +193,34 @@ const (
 
 // Stats counts what a run did.
 type Stats struct {
-	Ops, UnknownOps, Watches, WatchResponses, Events, Compactions, Restarts int64
-	Duration                                                                time.Duration
+	// Ops counts the key-value operations, UnknownOps those whose outcome
+	// the client never learnt, SerializableReads the reads sent
+	// serializable.
+	Ops, UnknownOps, SerializableReads int64
+	// Watches counts the watches; Streams the watch streams they shared
+	// (one per watching client, the catch-up client and the collector);
+	// CatchUpWatches those opened in bursts by the catch-up client.
+	Watches, Streams, CatchUpWatches int64
+	// WatchResponses and Events count what the watches received;
+	// ProgressNotifies the responses that were progress notifications.
+	WatchResponses, Events, ProgressNotifies int64
+	// ProgressRequests counts the progress requests sent on shared streams.
+	ProgressRequests int64
+	// LoweredHeaders counts watch responses whose header revision is below
+	// an earlier one of the same watch: etcd's re-sends of batches it
+	// parked as victims (server/storage/mvcc/watchable_store.go
+	// moveVictims), or a resumed watch served by a member that is behind.
+	LoweredHeaders int64
+	// Resumed counts watches that received events both before and after a
+	// disruption without being created again: clientv3 resumed them.
+	Resumed int64
+	// Compactions counts successful compactions; BaseCompaction is the
+	// compaction in force when the run started (0: none) and BaseRevision
+	// the store's revision then.
+	Compactions, BaseCompaction, BaseRevision int64
+	// Restarts and Kills count the disruptions.
+	Restarts, Kills int64
+	Duration        time.Duration
 }
 
 // run is the shared state of one run.
@@ -135,19 +232,31 @@ type run struct {
 
 	headRev    atomic.Int64 // highest revision any response showed
 	compactRev atomic.Int64 // last successful compaction
-	stats      struct {
-		ops, unknown, watches, responses, events, compactions, restarts atomic.Int64
+	// compactMu makes a compaction round and a pin of the catch-up client
+	// atomic: nothing above pin is compacted, unless it is 0.
+	compactMu sync.Mutex
+	pin       int64
+	// disruptions counts Restart and Disrupt calls begun, so that a watch
+	// can tell it lived through one.
+	disruptions, disruptionsDone atomic.Int64
+	stats                        struct {
+		ops, unknown, serializable, watches, streams, catchUpWatches, responses, events, progressNotifies,
+		progressRequests, lowered, resumed, compactions, restarts, kills atomic.Int64
 	}
 	valueSeq atomic.Int64
 }
 
+// dial connects one client of the run through cfg.Dial.
 func dial(cfg Config) (*clientv3.Client, error) {
-	return clientv3.New(clientv3.Config{
+	newClient := cfg.Dial
+	if newClient == nil {
+		newClient = clientv3.New
+	}
+	return newClient(clientv3.Config{
 		Endpoints:            cfg.Endpoints,
 		DialTimeout:          5 * time.Second,
 		DialKeepAliveTime:    2 * time.Second,
 		DialKeepAliveTimeout: 2 * time.Second,
-		DialOptions:          []grpc.DialOption{},
 		Logger:               nopLogger(),
 	})
 }
@@ -174,6 +283,11 @@ func Record(ctx context.Context, cfg Config, out io.Writer) (Stats, error) {
 	if existing.Count > 0 {
 		return Stats{}, fmt.Errorf("%d keys already exist under %q: conform needs a prefix no one else uses", existing.Count, cfg.Prefix)
 	}
+	base := existing.Header.Revision
+	baseCompaction, err := compactionInForce(ctx, probe, cfg.Prefix, base)
+	if err != nil {
+		return Stats{}, err
+	}
 	tool := "watchspec conform"
 	if cfg.Workload == WorkloadKubernetes {
 		if err := checkCompactKeyAbsent(ctx, probe); err != nil {
@@ -181,8 +295,7 @@ func Record(ctx context.Context, cfg Config, out io.Writer) (Stats, error) {
 		}
 		tool += " --workload " + cfg.Workload
 	}
-	w, err := traces.NewWriter(out, traces.Header{System: cfg.System, SystemVersion: cfg.SystemVersion,
-		Tool: tool, Seed: cfg.Seed, Profile: cfg.Profile, UniqueValues: true, BaseRevision: existing.Header.Revision})
+	w, err := traces.NewWriter(out, traceHeader(cfg, tool, base, baseCompaction))
 	if err != nil {
 		return Stats{}, err
 	}
@@ -190,17 +303,40 @@ func Record(ctx context.Context, cfg Config, out io.Writer) (Stats, error) {
 	for _, k := range []string{"a/0", "a/1", "a/2", "a/3", "b/0", "b/1", "b/2", "c", "d", "e"} {
 		r.keys = append(r.keys, cfg.Prefix+k)
 	}
-	r.headRev.Store(existing.Header.Revision)
-	r.compactRev.Store(0)
+	r.headRev.Store(base)
+	r.compactRev.Store(baseCompaction)
 	start := time.Now()
 	err = r.run(ctx)
-	stats := Stats{Ops: r.stats.ops.Load(), UnknownOps: r.stats.unknown.Load(), Watches: r.stats.watches.Load(),
-		WatchResponses: r.stats.responses.Load(), Events: r.stats.events.Load(), Compactions: r.stats.compactions.Load(),
-		Restarts: r.stats.restarts.Load(), Duration: time.Since(start)}
+	st := &r.stats
+	stats := Stats{Ops: st.ops.Load(), UnknownOps: st.unknown.Load(), SerializableReads: st.serializable.Load(),
+		Watches: st.watches.Load(), Streams: st.streams.Load(), CatchUpWatches: st.catchUpWatches.Load(),
+		WatchResponses: st.responses.Load(), Events: st.events.Load(), ProgressNotifies: st.progressNotifies.Load(),
+		ProgressRequests: st.progressRequests.Load(), LoweredHeaders: st.lowered.Load(), Resumed: st.resumed.Load(),
+		Compactions: st.compactions.Load(), BaseCompaction: baseCompaction, BaseRevision: base,
+		Restarts: st.restarts.Load(), Kills: st.kills.Load(), Duration: time.Since(start)}
 	if ferr := w.Flush(); err == nil {
 		err = ferr
 	}
+	if cfg.Workload == WorkloadKubernetes {
+		// The next run on this store needs compact_rev_key absent again;
+		// nothing is recorded any more.
+		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		probe.Delete(dctx, CompactRevKey)
+		cancel()
+	}
 	return stats, err
+}
+
+// traceHeader is the header of a run's trace: baseCompaction 0 (nothing
+// below revision 2 compacted) is recorded as "never compacted" (-1), which
+// no read or watch can tell apart.
+func traceHeader(cfg Config, tool string, base, baseCompaction int64) traces.Header {
+	compacted := baseCompaction
+	if compacted == 0 {
+		compacted = -1
+	}
+	return traces.Header{System: cfg.System, SystemVersion: cfg.SystemVersion, Tool: tool, Seed: cfg.Seed,
+		Profile: cfg.Profile, UniqueValues: true, BaseRevision: base, BaseCompactRevision: &compacted}
 }
 
 func (r *run) seen(resp kv.Response) {
@@ -223,7 +359,7 @@ func (r *run) run(ctx context.Context) error {
 		return err
 	}
 	var wg sync.WaitGroup
-	errs := make(chan error, r.cfg.Clients+r.cfg.Watchers+3)
+	errs := make(chan error, r.cfg.Clients+r.cfg.Watchers+4)
 	spawn := func(f func() error) {
 		wg.Add(1)
 		go func() {
@@ -256,7 +392,10 @@ func (r *run) run(ctx context.Context) error {
 			spawn(func() error { return r.compactor(workCtx) })
 		}
 	}
-	if r.cfg.Restart != nil && r.cfg.RestartEvery > 0 {
+	if !kube && r.cfg.CatchUpWatches > 0 {
+		spawn(func() error { return r.catchUp(workCtx) })
+	}
+	if (r.cfg.Restart != nil || r.cfg.Disrupt != nil) && r.cfg.RestartEvery > 0 {
 		spawn(func() error { return r.restarter(workCtx) })
 	}
 	spawn(func() error { r.progress(workCtx); return nil })
@@ -279,18 +418,32 @@ func (r *run) run(ctx context.Context) error {
 func (r *run) progress(ctx context.Context) {
 	start := time.Now()
 	every(ctx, time.Second, func() error {
-		r.cfg.Progress("%3.0fs: %d ops (%d unknown), %d watches, %d events, %d compactions, revision %d",
-			time.Since(start).Seconds(), r.stats.ops.Load(), r.stats.unknown.Load(), r.stats.watches.Load(),
-			r.stats.events.Load(), r.stats.compactions.Load(), r.headRev.Load())
+		st := &r.stats
+		r.cfg.Progress("%3.0fs: %d ops (%d unknown), %d watches, %d events, %d compactions, %d restarts, %d kills, revision %d",
+			time.Since(start).Seconds(), st.ops.Load(), st.unknown.Load(), st.watches.Load(),
+			st.events.Load(), st.compactions.Load(), st.restarts.Load(), st.kills.Load(), r.headRev.Load())
 		return nil
 	})
 }
 
 // do sends one request through c with the run's timeout.
 func (r *run) do(ctx context.Context, c *record.Client, req kv.Request) (kv.Response, error) {
+	return r.send(ctx, c, req, false)
+}
+
+// send sends one request through c with the run's timeout, a range perhaps
+// serializable.
+func (r *run) send(ctx context.Context, c *record.Client, req kv.Request, serializable bool) (kv.Response, error) {
 	rctx, cancel := context.WithTimeout(ctx, r.cfg.RequestTimeout)
 	defer cancel()
-	resp, err := c.Do(rctx, req)
+	var resp kv.Response
+	var err error
+	if serializable && req.Range != nil {
+		r.stats.serializable.Add(1)
+		resp, err = c.ReadSerializable(rctx, *req.Range)
+	} else {
+		resp, err = c.Do(rctx, req)
+	}
 	r.stats.ops.Add(1)
 	if err != nil {
 		r.stats.unknown.Add(1)
@@ -371,7 +524,7 @@ func (r *run) kvClient(ctx context.Context, i int) error {
 			sub := r.prefix
 			req.Range = &kv.RangeRequest{Key: sub, RangeEnd: kv.PrefixEnd(sub), Revision: rev}
 		}
-		r.do(ctx, c, req)
+		r.send(ctx, c, req, req.Range != nil && rng.Float64() < r.cfg.SerializableReads)
 	}
 	return nil
 }
@@ -405,13 +558,21 @@ func every(ctx context.Context, period time.Duration, f func() error) error {
 	}
 }
 
+// compactor compacts every CompactEvery to the head it saw in the previous
+// round, as the apiserver does, but not above the catch-up client's pin.
 func (r *run) compactor(ctx context.Context) error {
 	prev := int64(0)
 	return r.everyCompactPeriod(ctx, func(c *record.Client) {
-		if prev > r.compactRev.Load() {
-			resp, err := r.do(ctx, c, kv.Request{Compact: &kv.CompactRequest{Revision: prev}})
+		r.compactMu.Lock()
+		defer r.compactMu.Unlock()
+		rev := prev
+		if r.pin != 0 {
+			rev = min(rev, r.pin)
+		}
+		if rev > r.compactRev.Load() {
+			resp, err := r.do(ctx, c, kv.Request{Compact: &kv.CompactRequest{Revision: rev}})
 			if err == nil && resp.Err == nil {
-				r.compactRev.Store(prev)
+				r.compactRev.Store(rev)
 				r.stats.compactions.Add(1)
 			}
 		}
@@ -422,14 +583,29 @@ func (r *run) compactor(ctx context.Context) error {
 func (r *run) restarter(ctx context.Context) error {
 	return every(ctx, r.cfg.RestartEvery, func() error {
 		start := r.rec.Now()
-		if err := r.cfg.Restart(ctx); err != nil {
+		r.disruptions.Add(1)
+		d := Disruption{Text: "the server was restarted on its data directory"}
+		var err error
+		if r.cfg.Disrupt != nil {
+			d, err = r.cfg.Disrupt(ctx)
+		} else {
+			err = r.cfg.Restart(ctx)
+		}
+		r.disruptionsDone.Add(1)
+		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
-			return fmt.Errorf("restarting the server: %v", err)
+			return fmt.Errorf("disrupting the server: %v", err)
 		}
-		r.stats.restarts.Add(1)
-		r.rec.Annotate("restart", "the server was restarted on its data directory", start)
+		tag := "restart"
+		if d.Kill {
+			tag = "kill"
+			r.stats.kills.Add(1)
+		} else {
+			r.stats.restarts.Add(1)
+		}
+		r.rec.Annotate(tag, d.Text, start)
 		return nil
 	})
 }
@@ -453,100 +629,4 @@ func (r *run) finalWrite(ctx context.Context) (int64, error) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	return 0, errors.New("the final write never succeeded")
-}
-
-// watcher opens watch sessions one after the other until ctx is done.
-func (r *run) watcher(ctx context.Context, i int) error {
-	cli, err := dial(r.cfg)
-	if err != nil {
-		return err
-	}
-	defer cli.Close()
-	rng := rand.New(rand.NewPCG(uint64(r.cfg.Seed), uint64(1000+i)))
-	c := r.rec.Client(cli)
-	resumeFrom := int64(0)
-	for ctx.Err() == nil {
-		req := watch.Request{PrevKV: rng.IntN(2) == 0, ProgressNotify: rng.IntN(2) == 0}
-		switch rng.IntN(3) {
-		case 0:
-			req.Key = r.keys[rng.IntN(len(r.keys))]
-		case 1:
-			sub := r.prefix + []string{"a/", "b/"}[rng.IntN(2)]
-			req.Key, req.RangeEnd = sub, kv.PrefixEnd(sub)
-		default:
-			req.Key, req.RangeEnd = r.prefix, kv.PrefixEnd(r.prefix)
-		}
-		if rng.IntN(7) == 0 {
-			req.NoPut = rng.IntN(2) == 0
-			req.NoDelete = !req.NoPut
-		}
-		head, low := r.headRev.Load(), r.compactRev.Load()
-		switch p := rng.IntN(100); {
-		case resumeFrom > 0 && p < 25:
-			req.StartRevision = resumeFrom // resume where the last session stopped
-		case p < 45:
-			req.StartRevision = 0 // from now
-		case p < 75:
-			req.StartRevision = max(1, low+rng.Int64N(max(1, head-low+1))) // from the past
-		case p < 88:
-			req.StartRevision = head + 1 + rng.Int64N(10) // from the future
-		default:
-			req.StartRevision = max(1, low-rng.Int64N(5)) // at or below the compaction
-		}
-		resumeFrom, _ = r.session(ctx, cli, c, rng, req)
-	}
-	return nil
-}
-
-// session runs one watch for a while and returns the revision to resume
-// from: after the last one seen, or the compaction revision after a
-// compaction cancel (the caller then relists, in Kubernetes terms), and
-// whether the watch was cancelled for compaction.
-func (r *run) session(ctx context.Context, cli *clientv3.Client, c *record.Client, rng *rand.Rand, req watch.Request) (int64, bool) {
-	sctx, cancel := context.WithTimeout(ctx, time.Duration(200+rng.IntN(1800))*time.Millisecond)
-	defer cancel()
-	r.stats.watches.Add(1)
-	w := c.Watch(clientv3.WithRequireLeader(sctx), cli.Watcher, req)
-	next := req.StartRevision
-	pauseAt := time.Duration(-1)
-	if rng.IntN(5) == 0 {
-		pauseAt = time.Duration(rng.IntN(500)) * time.Millisecond
-	}
-	progressAt := time.Duration(-1)
-	if rng.IntN(3) == 0 {
-		progressAt = time.Duration(rng.IntN(800)) * time.Millisecond
-	}
-	start := time.Now()
-	for {
-		if pauseAt >= 0 && time.Since(start) > pauseAt {
-			pauseAt = -1
-			select { // a slow consumer: stop reading for a while
-			case <-sctx.Done():
-			case <-time.After(time.Duration(50+rng.IntN(450)) * time.Millisecond):
-			}
-		}
-		if progressAt >= 0 && time.Since(start) > progressAt {
-			progressAt = -1
-			pctx, pcancel := context.WithTimeout(sctx, 500*time.Millisecond)
-			cli.Watcher.RequestProgress(clientv3.WithRequireLeader(pctx))
-			pcancel()
-		}
-		select {
-		case resp, ok := <-w.C:
-			if !ok {
-				return next, false
-			}
-			r.stats.responses.Add(1)
-			r.stats.events.Add(int64(len(resp.Events)))
-			switch {
-			case resp.CompactRevision != 0:
-				return resp.CompactRevision, true
-			case len(resp.Events) > 0:
-				next = resp.Events[len(resp.Events)-1].KV.ModRevision + 1
-			case resp.IsProgressNotify() && resp.Revision >= next:
-				next = resp.Revision + 1
-			}
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
 }

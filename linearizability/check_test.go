@@ -31,7 +31,7 @@ func properties(vs []Violation) []spec.Property {
 
 // porcupineVerdict asks porcupine alone.
 func porcupineVerdict(t *traces.Trace) porcupine.CheckResult {
-	ops := prepare(t, observedPuts(t), allow{})
+	ops, _ := prepare(t, observe(t), allow{})
 	history := make([]porcupine.Operation, len(ops))
 	for i, p := range ops {
 		history[i] = porcupine.Operation{ClientId: p.t.Client, Input: p.t.Request, Call: p.call, Output: p.out, Return: p.ret}
@@ -86,7 +86,8 @@ func TestRevisionOrderAgreesWithPorcupine(t *testing.T) {
 			corrupt(rt, tr)
 		}
 		want := porcupineVerdict(tr)
-		_, fast := revisionOrder(prepare(tr, observedPuts(tr), allow{}), kv.State{}, allow{})
+		ops, _ := prepare(tr, observe(tr), allow{})
+		_, fast := revisionOrder(ops, States{{}}, allow{})
 		if fast && want != porcupine.Ok {
 			rt.Fatalf("the revision order accepted a history porcupine rejects")
 		}
@@ -158,8 +159,7 @@ func TestNotLinearizable(t *testing.T) {
 		{Line: 3, Client: 1, Call: 20, Return: 30, Request: put, Response: &r2},
 		{Line: 4, Client: 2, Call: 40, Return: 50, Request: get, Response: &stale},
 	}}
-	dir := t.TempDir()
-	res, err := Check(tr, Options{HTMLDir: dir})
+	res, err := Check(tr, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,12 +172,26 @@ func TestNotLinearizable(t *testing.T) {
 	if v := res.Violations[0]; v.Where != "op at line 4 (client 2)" || !strings.Contains(v.Message, `range("a")`) {
 		t.Errorf("the violation does not point at the stale read: %s: %s", v.Where, v.Message)
 	}
-	html, err := os.ReadFile(filepath.Join(dir, "stale-read.ndjson.html"))
-	if err != nil || !strings.Contains(string(html), "<html") {
+	// Check decides; drawing is a call of its own.
+	var page strings.Builder
+	if err := res.Visualize(&page); err != nil || !strings.Contains(page.String(), "<html") {
 		t.Fatalf("no visualisation: %v", err)
 	}
-	if res.HTML != filepath.Join(dir, "stale-read.ndjson.html") {
-		t.Errorf("HTML path %q", res.HTML)
+	dir := t.TempDir()
+	path, err := res.WriteHTML(dir)
+	if err != nil || path != filepath.Join(dir, "stale-read.ndjson.html") {
+		t.Fatalf("WriteHTML: %q, %v", path, err)
+	}
+	if html, err := os.ReadFile(path); err != nil || !strings.Contains(string(html), "<html") {
+		t.Fatalf("no visualisation written: %v", err)
+	}
+	// A linearizable history has nothing to draw.
+	ok, _ := Check(&traces.Trace{Name: "ok", Ops: tr.Ops[:2]}, Options{})
+	if err := ok.Visualize(&page); err != ErrNothingToDraw {
+		t.Errorf("Visualize of a linearizable history: %v", err)
+	}
+	if path, err := ok.WriteHTML(dir); path != "" || err != nil {
+		t.Errorf("WriteHTML of a linearizable history: %q, %v", path, err)
 	}
 }
 

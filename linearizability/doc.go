@@ -1,7 +1,43 @@
-// Package linearizability checks recorded key-value histories against the
-// model's Step with porcupine, and recorded watch streams against the
-// committed history the linearization found (docs/SPEC.md §2 and §3).
+// Package linearizability checks a recorded trace (package traces) against
+// the specification, docs/SPEC.md: its key-value operations for
+// linearizability (§2.7) against the model's kv.Step, its serializable
+// reads (§2.8), the response revisions of its writes (§2.6), every watch
+// stream (§3) against the committed history the linearization found, and an
+// informer run (§4, §5) when the trace records one.
 //
-// The checkers arrive with issue 4 ("History checking"); until then this
-// package is empty.
+// Start with [Check]: it decides, and returns a [Result] — data, no files.
+// [Result.Visualize] draws porcupine's view of a history that is not
+// linearizable, separately (porcupine's own shape: CheckOperations
+// decides, Visualize draws).
+//
+//	res, err := linearizability.Check(trace, linearizability.Options{})
+//	if err != nil { ... } // the trace cannot be checked at all
+//	for _, v := range res.Violations {
+//		fmt.Println(v.Property, v.Where, v.Message)
+//	}
+//
+// # How a history is linearized
+//
+// The check has two stages. The first exploits the store's revisions, which
+// make most histories "traceable": every write's response names the
+// revision it created, every read names the revision it saw. It runs in
+// four steps, each a function of its own: bounds (what each operation's
+// outcome and real-time interval allow, including writes of unknown outcome
+// that watches pinned; [prepare]), placement (the revision each operation
+// belongs to; [place]), ordering (writes by revision, each followed by the
+// operations that observed it, by call time, checked against real time;
+// [order]) and replay (through kv.Step; [replay]). When the replay answers
+// every operation as recorded, that order is a linearization, found in
+// O(n log n). Only when it fails does the second stage run porcupine
+// (github.com/anishathalye/porcupine) on the model of [NewModel], which
+// searches every order and is the judge: it either finds a linearization or
+// proves there is none. A history the first stage accepts is therefore
+// always linearizable; one it rejects is decided by porcupine.
+//
+// # Profiles
+//
+// A trace is checked under a profile (docs/SPEC.md §9): none — etcd's
+// guarantees —, a profile of allowances for a store that differs from etcd
+// on purpose (kine), or the strict profile of expectations beyond etcd. See
+// [Profile] and [Options.Profile].
 package linearizability

@@ -140,8 +140,9 @@ func (ss States) equal(o States) bool {
 // the store-wide revision, so an operation on one key observes how many
 // writes all other keys received. Splitting by key would accept histories
 // whose revisions no single order explains. The model therefore checks the
-// whole history at once; [Hash] keeps porcupine's cache cheap, and the
-// checker cuts the history in time where that is sound (see [Check]).
+// whole history at once; [States.hash] keeps porcupine's cache cheap, and
+// [Check] first tries the order the revisions dictate, so that porcupine
+// searches only histories that order does not explain.
 func NewModel(init ...kv.State) porcupine.Model {
 	return allow{}.model(init...)
 }

@@ -1,8 +1,10 @@
 package linearizability
 
 import (
+	"math"
 	"sort"
 
+	"github.com/watchspec/watchspec/model/k8s"
 	"github.com/watchspec/watchspec/model/kv"
 	"github.com/watchspec/watchspec/traces"
 )
@@ -16,35 +18,98 @@ import (
 // where in fact an unknown delete happened — every key-value response allows
 // it — and the watches would then be blamed for the checker's guess.
 //
-// Only events some watch delivered are used: they are what the store
-// committed unless a watch property is broken, and every watch is then
-// checked against the resulting history. Nothing is concluded from what
-// watches did not deliver, which a broken store may have dropped.
+// The evidence is every event some etcd watch delivered, and, in a trace
+// that records an informer run, every object a Kubernetes watch event or
+// list showed: an ADDED or MODIFIED object (or a listed one) at
+// resourceVersion r is a PUT of its key with its value at revision r, a
+// DELETED one a DELETE at r (docs/SPEC.md §4). These are what the store
+// committed unless a watch or list property is broken, and every watch and
+// list is then checked against the resulting history. Nothing is concluded
+// from what was not delivered, which a broken store may have dropped.
 
-// observations indexes what the watches of a trace delivered.
+// observations indexes what the watches (and lists) of a trace showed.
 type observations struct {
-	// events holds, per revision, the events delivered at it (any watch)
-	// and the earliest time one of them was received.
+	// events holds, per revision, the events seen at it and the earliest
+	// time one of them was received (math.MaxInt64 when not recorded).
 	events map[int64]map[string]kv.Event
 	first  map[int64]int64
+	// puts maps each (key, value) seen in a PUT to the revisions it was
+	// seen at, in increasing order.
+	puts map[[2]string][]int64
 }
 
 func observe(t *traces.Trace) *observations {
-	o := &observations{events: map[int64]map[string]kv.Event{}, first: map[int64]int64{}}
+	o := &observations{events: map[int64]map[string]kv.Event{}, first: map[int64]int64{}, puts: map[[2]string][]int64{}}
 	for _, w := range t.Watches {
 		for _, r := range w.Responses {
 			for _, e := range r.Response.Events {
-				rev := e.KV.ModRevision
-				if o.events[rev] == nil {
-					o.events[rev] = map[string]kv.Event{}
-					o.first[rev] = r.Time
-				}
-				o.events[rev][e.KV.Key] = e
-				o.first[rev] = min(o.first[rev], r.Time)
+				o.add(e, r.Time)
 			}
 		}
 	}
+	if t.K8s != nil {
+		o.addRun(t.K8s, t.K8sInfo)
+	}
+	for k, revs := range o.puts {
+		sort.Slice(revs, func(i, j int) bool { return revs[i] < revs[j] })
+		o.puts[k] = dedup(revs)
+	}
 	return o
+}
+
+func (o *observations) add(e kv.Event, at int64) {
+	rev := e.KV.ModRevision
+	if o.events[rev] == nil {
+		o.events[rev] = map[string]kv.Event{}
+		o.first[rev] = at
+	}
+	o.events[rev][e.KV.Key] = e
+	o.first[rev] = min(o.first[rev], at)
+	if e.Type == kv.Put {
+		k := [2]string{e.KV.Key, e.KV.Value}
+		o.puts[k] = append(o.puts[k], rev)
+	}
+}
+
+// addRun adds what an informer run's watch events and lists showed.
+func (o *observations) addRun(run *k8s.Run, info *traces.K8sInfo) {
+	timed := info != nil && !info.Untimed
+	for i, en := range run.Entries {
+		if en.WatchEvent == nil {
+			continue
+		}
+		at := int64(math.MaxInt64)
+		if timed && i < len(info.Entries) {
+			at = info.Entries[i].Time
+		}
+		ev := en.WatchEvent.Event
+		obj := ev.Object
+		switch ev.Type {
+		case k8s.Added, k8s.Modified:
+			o.add(kv.Event{Type: kv.Put, KV: kv.KeyValue{Key: obj.Key, Value: obj.Value, ModRevision: obj.ResourceVersion, CreateRevision: obj.UID}}, at)
+		case k8s.Deleted:
+			o.add(kv.Event{Type: kv.Delete, KV: kv.KeyValue{Key: obj.Key, ModRevision: obj.ResourceVersion}}, at)
+		}
+	}
+	for i, l := range run.Lists {
+		at := int64(math.MaxInt64)
+		if timed && i < len(info.Lists) {
+			at = info.Lists[i].Return
+		}
+		for _, obj := range l.Result.Items {
+			o.add(kv.Event{Type: kv.Put, KV: kv.KeyValue{Key: obj.Key, Value: obj.Value, ModRevision: obj.ResourceVersion, CreateRevision: obj.UID}}, at)
+		}
+	}
+}
+
+func dedup(revs []int64) []int64 {
+	out := revs[:0]
+	for _, r := range revs {
+		if len(out) == 0 || out[len(out)-1] != r {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // writesOf lists what a write request may write: its puts and its deletes'
@@ -109,10 +174,9 @@ func createdRevision(r *kv.Response) (int64, bool) {
 }
 
 // resolveUnknown pins the unknown writes that created a revision only
-// watches saw, and drops those that, by the watches, never happened. It
-// returns the operations to linearize.
-func resolveUnknown(t *traces.Trace, ops []*op) []*op {
-	obs := observe(t)
+// watches saw, and rules out, for the others, the revisions whose observed
+// events they could not have produced.
+func resolveUnknown(ops []*op, obs *observations) {
 	explained := map[int64]bool{}
 	for _, p := range ops {
 		if rev, ok := createdRevision(p.out.Response); ok {
@@ -157,5 +221,4 @@ func resolveUnknown(t *traces.Trace, ops []*op) []*op {
 			}
 		}
 	}
-	return ops
 }

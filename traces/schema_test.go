@@ -34,6 +34,7 @@ func TestSchemaMatchesWireFormat(t *testing.T) {
 		"k8s_list": k8sListRecord{}, "watch_options": wireWatchOptions{}, "k8s_watch": k8sWatchRecord{}, "k8s_event": wireK8sEvent{},
 		"k8s_watch_event": k8sWatchEventRecord{}, "k8s_watch_end": k8sWatchEndRecord{}, "notification": wireNotification{},
 		"informer_entry": wireInformerEntry{}, "informer": informerRecord{}, "informer_cache": informerCacheRecord{},
+		"request_range": wireRangeRequest{}, "watch_response_body": wireWatchResp{}, "progress_request": progressRequestRecord{},
 	} {
 		d, ok := schema.Defs[def]
 		if !ok {
@@ -41,10 +42,9 @@ func TestSchemaMatchesWireFormat(t *testing.T) {
 			continue
 		}
 		var fields []string
-		typ := reflect.TypeOf(v)
-		for i := range typ.NumField() {
-			name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
-			if name == "" || name == "-" {
+		for _, f := range reflect.VisibleFields(reflect.TypeOf(v)) {
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if f.Anonymous || name == "" || name == "-" {
 				continue
 			}
 			fields = append(fields, name)

@@ -106,22 +106,61 @@ func drawTraceOp(t *rapid.T) traces.Op {
 	return op
 }
 
-func drawTrace(t *rapid.T) *traces.Trace {
-	tr := &traces.Trace{Name: "drawn", Header: traces.Header{Format: traces.Format, Version: traces.Version, System: "test", Start: "2026-11-29T21:00:00Z", Seed: 7, UniqueValues: true}}
+// drawTrace draws a trace of the given format version, with every field
+// that version can say.
+func drawTrace(t *rapid.T, version int) *traces.Trace {
+	tr := &traces.Trace{Name: "drawn", Header: traces.Header{Format: traces.Format, Version: version, System: "test", Start: "2026-11-29T21:00:00Z", Seed: 7, UniqueValues: true,
+		BaseRevision: rapid.Int64Range(0, 9).Draw(t, "base")}}
+	if version >= 2 && rapid.Bool().Draw(t, "compactionKnown") {
+		c := rapid.Int64Range(-1, max(tr.Header.BaseRevision, 1)).Draw(t, "baseCompact")
+		tr.Header.BaseCompactRevision = &c
+	}
 	tr.Ops = rapid.SliceOfN(rapid.Custom(drawTraceOp), 0, 6).Draw(t, "ops")
+	for i := range tr.Ops {
+		tr.Ops[i].Serializable = version >= 2 && tr.Ops[i].Request.Range != nil && rapid.Bool().Draw(t, "serializable")
+	}
 	for i := range rapid.IntRange(0, 3).Draw(t, "nwatches") {
 		w := &traces.Watch{Client: i, ID: rapid.IntRange(0, 3).Draw(t, "id"), Time: rapid.Int64Range(0, 50).Draw(t, "wt"),
 			Request: watch.Request{Key: anyBytes.Draw(t, "wk"), RangeEnd: anyBytes.Draw(t, "we"), StartRevision: rapid.Int64Range(-1, 9).Draw(t, "start"),
 				NoPut: rapid.Bool().Draw(t, "np"), NoDelete: rapid.Bool().Draw(t, "nd"), PrevKV: rapid.Bool().Draw(t, "pk"), ProgressNotify: rapid.Bool().Draw(t, "pn")}}
+		if version >= 2 && rapid.Bool().Draw(t, "streamKnown") {
+			s := rapid.IntRange(0, 2).Draw(t, "stream")
+			w.Stream = &s
+		}
+		at := w.Time
 		for range rapid.IntRange(0, 3).Draw(t, "nresp") {
 			r := watch.Response{Revision: rapid.Int64Range(0, 9).Draw(t, "rev"), Created: rapid.Bool().Draw(t, "created"),
 				Canceled: rapid.Bool().Draw(t, "canceled"), CompactRevision: rapid.Int64Range(0, 3).Draw(t, "cr"), CancelReason: rapid.SampledFrom([]string{"", "why"}).Draw(t, "reason")}
 			for range rapid.IntRange(0, 2).Draw(t, "nev") {
 				r.Events = append(r.Events, kv.Event{Type: kv.EventType(rapid.IntRange(0, 1).Draw(t, "et")), KV: drawKV(t), PrevKV: drawKVPtr(t)})
 			}
-			w.Responses = append(w.Responses, traces.WatchResponse{Time: w.Time + rapid.Int64Range(0, 9).Draw(t, "rt"), Response: r})
+			at += rapid.Int64Range(0, 9).Draw(t, "rt")
+			wr := traces.WatchResponse{Time: at, Response: r}
+			switch {
+			case version < 2:
+				// Version 1 cannot tell a revision of 0 from one not recorded.
+				wr.RevisionUnknown = r.Revision == 0
+			case rapid.IntRange(0, 4).Draw(t, "unknown") == 0:
+				wr.RevisionUnknown, wr.Response.Revision = true, 0
+				if len(r.Events) == 0 && !r.Created && !r.Canceled && r.CompactRevision == 0 {
+					wr.Response.Canceled = true // a response must record something
+				}
+			}
+			if version >= 2 && rapid.IntRange(0, 4).Draw(t, "fails") == 0 {
+				wr.Error = rapid.SampledFrom([]string{"etcdserver: no leader", "context canceled"}).Draw(t, "error")
+				wr.Response.Events, wr.Response.Created, wr.Response.CompactRevision, wr.Response.Canceled = nil, false, 0, true
+				w.Responses = append(w.Responses, wr)
+				break // an error ends the watch
+			}
+			w.Responses = append(w.Responses, wr)
 		}
 		tr.Watches = append(tr.Watches, w)
+	}
+	if version >= 2 {
+		for range rapid.IntRange(0, 2).Draw(t, "nprogress") {
+			tr.ProgressRequests = append(tr.ProgressRequests, traces.ProgressRequest{Client: rapid.IntRange(0, 3).Draw(t, "pc"),
+				Stream: rapid.IntRange(0, 2).Draw(t, "ps"), Time: rapid.Int64Range(0, 50).Draw(t, "pt")})
+		}
 	}
 	for range rapid.IntRange(0, 2).Draw(t, "nann") {
 		a := traces.Annotation{Time: rapid.Int64Range(0, 9).Draw(t, "at"), Tag: "restart", Text: rapid.String().Draw(t, "text")}
@@ -145,13 +184,28 @@ func clearLines(t *traces.Trace) {
 	for i := range t.Annotations {
 		t.Annotations[i].Line = 0
 	}
+	for i := range t.ProgressRequests {
+		t.ProgressRequests[i].Line = 0
+	}
+	if k := t.K8sInfo; k != nil {
+		for i := range k.Lists {
+			k.Lists[i].Line = 0
+		}
+		for i := range k.Watches {
+			k.Watches[i].Line, k.Watches[i].EndLine = 0, 0
+		}
+		for i := range k.Entries {
+			k.Entries[i].Line = 0
+		}
+		k.Cache.Line = 0
+	}
 }
 
-// TestRoundTrip: any trace, with any bytes in keys and values, reads back
-// exactly as written.
+// TestRoundTrip: any trace of either version, with any bytes in keys and
+// values, reads back exactly as written, in the version it says.
 func TestRoundTrip(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		tr := drawTrace(t)
+		tr := drawTrace(t, rapid.IntRange(1, traces.Version).Draw(t, "version"))
 		// A watch's (client, id) must be unique: keep the first of each.
 		seen := map[[2]int]bool{}
 		var ws []*traces.Watch
@@ -180,12 +234,13 @@ func TestRoundTrip(t *testing.T) {
 // sameTrace compares traces, errors by text.
 func sameTrace(a, b *traces.Trace) bool {
 	if !reflect.DeepEqual(a.Header, b.Header) || len(a.Ops) != len(b.Ops) || !reflect.DeepEqual(a.Watches, b.Watches) ||
-		!reflect.DeepEqual(a.Annotations, b.Annotations) {
+		!reflect.DeepEqual(a.Annotations, b.Annotations) || !reflect.DeepEqual(a.ProgressRequests, b.ProgressRequests) ||
+		!reflect.DeepEqual(a.K8s, b.K8s) || !reflect.DeepEqual(a.K8sInfo, b.K8sInfo) {
 		return false
 	}
 	for i := range a.Ops {
 		x, y := a.Ops[i], b.Ops[i]
-		if x.Client != y.Client || x.Call != y.Call || x.Return != y.Return || x.Error != y.Error ||
+		if x.Client != y.Client || x.Call != y.Call || x.Return != y.Return || x.Error != y.Error || x.Serializable != y.Serializable ||
 			!reflect.DeepEqual(x.Request, y.Request) || (x.Response == nil) != (y.Response == nil) {
 			return false
 		}
@@ -223,7 +278,7 @@ func TestMalformed(t *testing.T) {
 	}{
 		{"empty", ``, "bad.ndjson:1: empty trace"},
 		{"not a header", `{"type":"op"}`, `bad.ndjson:1: the header's format is ""`},
-		{"future version", `{"format":"watchspec-trace","version":2,"system":"x","start":"2026-11-29T21:00:00Z"}`, "bad.ndjson:1: trace format version 2 is not supported"},
+		{"future version", `{"format":"watchspec-trace","version":3,"system":"x","start":"2026-11-29T21:00:00Z"}`, "bad.ndjson:1: trace format version 3 is not supported (this watchspec reads versions 1 to 2)"},
 		{"bad start", `{"format":"watchspec-trace","version":1,"system":"x","start":"yesterday"}`, `bad.ndjson:1: header: "start" must be an RFC 3339 time`},
 		{"no system", `{"format":"watchspec-trace","version":1,"start":"2026-11-29T21:00:00Z"}`, `bad.ndjson:1: header: "system" must name`},
 		{"not json", header + "\n{nope", "bad.ndjson:2: invalid JSON"},
@@ -264,6 +319,21 @@ func FuzzRead(f *testing.F) {
 	f.Add([]byte(header + "\n" + `{"type":"watch","client":1,"watch":1,"time":3,"request":{"key":"a","range_end":"b","filters":["NOPUT"],"prev_kv":true}}` + "\n" +
 		`{"type":"watch_response","client":1,"watch":1,"time":4,"response":{"revision":2,"events":[{"type":"DELETE","kv":{"key":"a","mod_revision":2},"prev_kv":{"key":"a","value":"v","mod_revision":1}}]}}`))
 	f.Add([]byte(header + "\n" + `{"type":"op","client":1,"call":1,"error":"x","request":{"txn":{"compare":[{"key":"a","target":"version","result":">","number":1}],"success":[{"range":{"key":"a"}}]}}}`))
+	// Version 2: streams, progress requests, unknown revisions, errors,
+	// serializable reads, timed Kubernetes records with ids.
+	f.Add([]byte(`{"format":"watchspec-trace","version":2,"system":"x","start":"2026-11-29T21:00:00Z","base_revision":4,"base_compact_revision":-1}` + "\n" +
+		`{"type":"op","client":1,"call":1,"return":2,"request":{"range":{"key":"a","serializable":true}},"response":{"revision":2,"range":{"count":0}}}` + "\n" +
+		`{"type":"watch","client":1,"watch":1,"stream":0,"time":3,"request":{"key":"a"}}` + "\n" +
+		`{"type":"watch_response","client":1,"watch":1,"time":4,"response":{"revision":2,"created":true}}` + "\n" +
+		`{"type":"progress_request","client":1,"stream":0,"time":5}` + "\n" +
+		`{"type":"watch_response","client":1,"watch":1,"time":6,"response":{"canceled":true,"error":"etcdserver: no leader"}}`))
+	f.Add([]byte(`{"format":"watchspec-trace","version":2,"system":"x","start":"2026-11-29T21:00:00Z"}` + "\n" +
+		`{"type":"k8s_list","call":1,"return":2,"prefix":"/p/","options":{"limit":1,"continue":{"base64":"/w=="}},"before":1,"after":2,"compact_revision":-1,"result":{"resource_version":2,"items":[{"key":"/p/a","resource_version":2,"uid":2}],"continue":"/p/a"}}` + "\n" +
+		`{"type":"k8s_watch","watch":9,"time":3,"prefix":"/p/","options":{"resource_version":"2","allow_watch_bookmarks":true},"before":2,"compact_revision":1}` + "\n" +
+		`{"type":"k8s_watch_event","watch":9,"time":4,"event":{"type":"BOOKMARK","object":{"key":"","resource_version":2}}}` + "\n" +
+		`{"type":"informer","time":5,"entry":{"notification":{"handler":0,"type":"OnAdd","new":{"key":"/p/a","resource_version":2,"uid":2}}}}` + "\n" +
+		`{"type":"k8s_watch_end","watch":9,"time":6,"after":2}` + "\n" +
+		`{"type":"informer_cache","time":7,"prefix":"/p/","objects":[{"key":"/p/a","resource_version":2,"uid":2}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		tr, err := traces.Read(bytes.NewReader(data), "fuzz")
 		if err != nil {
@@ -297,8 +367,9 @@ func drawObjectPtr(t *rapid.T) *k8s.Object {
 	return &o
 }
 
-// drawRun draws an informer run whose entries are in a writable order.
-func drawRun(t *rapid.T) *k8s.Run {
+// drawRun draws an informer run whose entries are in a writable order;
+// with utf8, its continue keys are UTF-8 (as version 1 needs).
+func drawRun(t *rapid.T, utf8 bool) *k8s.Run {
 	run := &k8s.Run{Prefix: "/registry/pods/", Cache: rapid.SliceOfN(rapid.Custom(drawObject), 0, 3).Draw(t, "cache")}
 	for i := range rapid.IntRange(0, 6).Draw(t, "entries") {
 		var e k8s.Entry
@@ -329,11 +400,18 @@ func drawRun(t *rapid.T) *k8s.Run {
 		case 6:
 			e.Quiesced = true
 		case 7:
-			c := k8s.ListCall{Prefix: "/registry/pods/", Before: 2, After: 3, CompactRevision: rapid.Int64Range(0, 2).Draw(t, "compacted"), Options: k8s.ListOptions{ResourceVersion: rapid.SampledFrom([]string{"", "0", "5"}).Draw(t, "lrv"), Limit: rapid.Int64Range(0, 2).Draw(t, "limit")}}
+			c := k8s.ListCall{Prefix: "/registry/pods/", Before: 2, After: 3, CompactRevision: rapid.Int64Range(-1, 2).Draw(t, "compacted"), Options: k8s.ListOptions{ResourceVersion: rapid.SampledFrom([]string{"", "0", "5"}).Draw(t, "lrv"), Limit: rapid.Int64Range(0, 2).Draw(t, "limit")}}
+			if !utf8 {
+				c.Options.Continue = rapid.OneOf(rapid.Just(""), anyBytes).Draw(t, "continue")
+			}
 			if rapid.Bool().Draw(t, "gone") {
 				c.Result.Status = &k8s.Status{Code: 410, Reason: "Expired", Message: "too old"}
 			} else {
 				c.Result = k8s.ListResult{ResourceVersion: 3, Items: rapid.SliceOfN(rapid.Custom(drawObject), 0, 2).Draw(t, "items"), Continue: rapid.SampledFrom([]string{"", "tok"}).Draw(t, "cont")}
+				if !utf8 {
+					c.Result.Continue = rapid.OneOf(rapid.Just(""), anyBytes).Draw(t, "resultContinue")
+					c.Result.ContinueAfter = rapid.OneOf(rapid.Just(""), anyBytes).Draw(t, "continueAfter")
+				}
 			}
 			if len(run.Lists) > 0 && rapid.Bool().Draw(t, "continuation") {
 				first := run.Lists[0].Result
@@ -379,11 +457,59 @@ func normalize(run *k8s.Run) {
 	}
 }
 
-// TestK8sRoundTrip: an informer run reads back exactly as written.
+// drawK8sInfo draws the times and ids of run's records, in an order the
+// reader accepts: the log's entries in time order, each watch made before
+// its events and ended after them, the cache read last.
+func drawK8sInfo(t *rapid.T, run *k8s.Run) *traces.K8sInfo {
+	info := &traces.K8sInfo{Lists: make([]traces.K8sListInfo, len(run.Lists)), Watches: make([]traces.K8sWatchInfo, len(run.Watches)),
+		Entries: make([]traces.K8sEntryInfo, len(run.Entries))}
+	ids := rapid.SliceOfNDistinct(rapid.IntRange(-3, 99), len(run.Watches), len(run.Watches), rapid.ID[int]).Draw(t, "ids")
+	first, last := make([]int64, len(run.Watches)), make([]int64, len(run.Watches))
+	for i := range first {
+		first[i] = -1
+	}
+	var clock int64
+	for i, e := range run.Entries {
+		clock += rapid.Int64Range(0, 3).Draw(t, "tick")
+		info.Entries[i].Time = clock
+		switch {
+		case e.List != nil:
+			info.Lists[*e.List] = traces.K8sListInfo{Call: clock - rapid.Int64Range(0, clock).Draw(t, "listTook"), Return: clock}
+		case e.WatchEvent != nil:
+			w := e.WatchEvent.Watch
+			if first[w] < 0 {
+				first[w] = clock
+			}
+			last[w] = clock
+		}
+	}
+	for i := range run.Watches {
+		info.Watches[i].ID = ids[i]
+		if first[i] < 0 {
+			info.Watches[i].Time = rapid.Int64Range(0, clock+5).Draw(t, "watchAt")
+			last[i] = info.Watches[i].Time
+		} else {
+			info.Watches[i].Time = first[i] - rapid.Int64Range(0, first[i]).Draw(t, "watchAt")
+		}
+		if run.Watches[i].After != 0 { // else no k8s_watch_end is written
+			info.Watches[i].End = last[i] + rapid.Int64Range(0, 3).Draw(t, "endAfter")
+		}
+	}
+	info.Cache.Time = clock + rapid.Int64Range(0, 3).Draw(t, "cacheAfter")
+	return info
+}
+
+// TestK8sRoundTrip: an informer run reads back exactly as written, with
+// the times and watch ids of its records (version 2), or untimed with its
+// watches numbered by position (version 1: a run without K8sInfo).
 func TestK8sRoundTrip(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		tr := &traces.Trace{Name: "k8s", Header: traces.Header{Format: traces.Format, Version: traces.Version, System: "test", Start: "2026-11-29T21:00:00Z"},
-			K8s: drawRun(t)}
+		timed := rapid.Bool().Draw(t, "timed")
+		tr := &traces.Trace{Name: "k8s", Header: traces.Header{Format: traces.Format, System: "test", Start: "2026-11-29T21:00:00Z"},
+			K8s: drawRun(t, !timed)}
+		if timed {
+			tr.K8sInfo = drawK8sInfo(t, tr.K8s)
+		}
 		var buf bytes.Buffer
 		if err := traces.Write(&buf, tr); err != nil {
 			t.Fatal(err)
@@ -396,34 +522,69 @@ func TestK8sRoundTrip(t *testing.T) {
 		if !reflect.DeepEqual(tr.K8s, got.K8s) {
 			t.Fatalf("round trip changed the run:\nwrote %+v\nread  %+v\n%s", tr.K8s, got.K8s, buf.String())
 		}
+		if want := map[bool]int{true: 2, false: 1}[timed]; got.Header.Version != want {
+			t.Fatalf("written as version %d, want %d", got.Header.Version, want)
+		}
+		clearLines(got)
+		if !timed {
+			if !got.K8sInfo.Untimed {
+				t.Fatal("a version 1 run reads as timed")
+			}
+			for i, w := range got.K8sInfo.Watches {
+				if w.ID != i {
+					t.Fatalf("version 1 watch %d reads with id %d", i, w.ID)
+				}
+			}
+			return
+		}
+		for _, l := range []any{&tr.K8sInfo.Lists, &tr.K8sInfo.Watches, &tr.K8sInfo.Entries} {
+			if v := reflect.ValueOf(l).Elem(); v.Len() == 0 {
+				v.SetZero() // reading gives nil
+			}
+		}
+		if !reflect.DeepEqual(tr.K8sInfo, got.K8sInfo) {
+			t.Fatalf("round trip changed the times or ids:\nwrote %+v\nread  %+v\n%s", tr.K8sInfo, got.K8sInfo, buf.String())
+		}
 	})
 }
 
 // TestK8sWatchesWrittenInOrder: a watch made later may deliver first, and
-// one made earlier may deliver nothing; the writer still numbers k8s_watch
-// records in the order the reader demands (found by a recorded apiserver
-// cacher run, whose trace could not be read back).
+// one made earlier may deliver nothing; the writer still writes k8s_watch
+// records in the order of the run's watches, which is how the reader
+// numbers them (found by a recorded apiserver cacher run, whose trace could
+// not be read back). In version 2 the records carry the recorder's ids.
 func TestK8sWatchesWrittenInOrder(t *testing.T) {
 	w := func() k8s.WatchCall {
 		return k8s.WatchCall{Prefix: "/registry/pods/", Before: 2, After: 3, Options: k8s.WatchOptions{ResourceVersion: "2"}}
 	}
 	run := &k8s.Run{Watches: []k8s.WatchCall{w(), w(), w()}}
-	for _, i := range []int{2, 0, 2} {
+	info := &traces.K8sInfo{Watches: []traces.K8sWatchInfo{{ID: 70, Time: 1, End: 9}, {ID: 3, Time: 2, End: 9}, {ID: 50, Time: 3, End: 9}}}
+	for n, i := range []int{2, 0, 2} {
 		ev := k8s.WatchEvent{Type: k8s.Added, Object: k8s.Object{Key: "/registry/pods/a", Value: fmt.Sprint(i), ResourceVersion: 3, UID: 1}}
 		run.Watches[i].Events = append(run.Watches[i].Events, ev)
 		run.Entries = append(run.Entries, k8s.Entry{WatchEvent: &k8s.WatchEventEntry{Watch: i, Event: ev}})
+		info.Entries = append(info.Entries, traces.K8sEntryInfo{Time: int64(4 + n)})
 	}
-	tr := &traces.Trace{Name: "order", Header: traces.Header{Format: traces.Format, Version: traces.Version, System: "test", Start: "2026-11-30T00:00:00Z"}, K8s: run}
-	var buf bytes.Buffer
-	if err := traces.Write(&buf, tr); err != nil {
-		t.Fatal(err)
-	}
-	got, err := traces.Read(bytes.NewReader(buf.Bytes()), "order")
-	if err != nil {
-		t.Fatalf("reading back: %v\n%s", err, buf.String())
-	}
-	if !reflect.DeepEqual(got.K8s.Watches, run.Watches) {
-		t.Errorf("round trip changed the watches:\nwrote %+v\nread  %+v", run.Watches, got.K8s.Watches)
+	for _, info := range []*traces.K8sInfo{nil, info} {
+		tr := &traces.Trace{Name: "order", Header: traces.Header{Format: traces.Format, System: "test", Start: "2026-11-30T00:00:00Z"}, K8s: run, K8sInfo: info}
+		var buf bytes.Buffer
+		if err := traces.Write(&buf, tr); err != nil {
+			t.Fatal(err)
+		}
+		got, err := traces.Read(bytes.NewReader(buf.Bytes()), "order")
+		if err != nil {
+			t.Fatalf("reading back: %v\n%s", err, buf.String())
+		}
+		if !reflect.DeepEqual(got.K8s.Watches, run.Watches) {
+			t.Errorf("round trip changed the watches:\nwrote %+v\nread  %+v", run.Watches, got.K8s.Watches)
+		}
+		if info != nil {
+			for i, w := range got.K8sInfo.Watches {
+				if w.ID != info.Watches[i].ID {
+					t.Errorf("watch %d reads with id %d, written %d", i, w.ID, info.Watches[i].ID)
+				}
+			}
+		}
 	}
 }
 

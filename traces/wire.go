@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"unicode/utf8"
 
 	"github.com/watchspec/watchspec/model/kv"
@@ -28,6 +29,12 @@ func (b Bytes) MarshalJSON() ([]byte, error) {
 func (b *Bytes) UnmarshalJSON(data []byte) error {
 	data = bytes.TrimSpace(data)
 	if len(data) > 0 && data[0] == '"' {
+		// encoding/json turns a lone surrogate escape into U+FFFD, so two
+		// different strings would read as the same bytes. (Raw invalid
+		// UTF-8 never gets here: Read rejects the whole line first.)
+		if esc := loneSurrogate(data); esc != "" {
+			return fmt.Errorf(`a byte string holds %s, half of a UTF-16 surrogate pair, which stands for no bytes: write bytes that are not UTF-8 as {"base64": "..."}`, esc)
+		}
 		var s string
 		if err := json.Unmarshal(data, &s); err != nil {
 			return err
@@ -51,6 +58,40 @@ func (b *Bytes) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
+// loneSurrogate returns the first \uXXXX escape of the JSON string token s
+// that is half of a UTF-16 surrogate pair without its other half, or "".
+func loneSurrogate(s []byte) string {
+	hex4 := func(i int) (uint64, bool) {
+		if i+6 > len(s) || s[i] != '\\' || s[i+1] != 'u' {
+			return 0, false
+		}
+		r, err := strconv.ParseUint(string(s[i+2:i+6]), 16, 16)
+		return r, err == nil
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] != '\\' {
+			continue
+		}
+		r, ok := hex4(i)
+		if !ok {
+			i++ // an escaped character; a bad \u escape is the decoder's to report
+			continue
+		}
+		switch {
+		case 0xD800 <= r && r < 0xDC00:
+			if lo, ok := hex4(i + 6); ok && 0xDC00 <= lo && lo < 0xE000 {
+				i += 11
+				continue
+			}
+			return string(s[i : i+6])
+		case 0xDC00 <= r && r < 0xE000:
+			return string(s[i : i+6])
+		}
+		i += 5
+	}
+	return ""
+}
+
 // The JSON shapes of the records. Each line of a trace is one record, told
 // apart by "type".
 type (
@@ -71,8 +112,15 @@ type (
 		Type    string            `json:"type"`
 		Client  *int              `json:"client"`
 		Watch   *int              `json:"watch"`
+		Stream  *int              `json:"stream,omitempty"` // version 2
 		Time    *int64            `json:"time"`
 		Request *wireWatchRequest `json:"request"`
+	}
+	progressRequestRecord struct { // version 2
+		Type   string `json:"type"`
+		Client *int   `json:"client"`
+		Stream *int   `json:"stream"`
+		Time   *int64 `json:"time"`
 	}
 	watchResponseRecord struct {
 		Type     string         `json:"type"`
@@ -105,6 +153,12 @@ type (
 		CountOnly bool  `json:"count_only,omitempty"`
 		KeysOnly  bool  `json:"keys_only,omitempty"`
 	}
+	// wireRangeRequest is a range that is the whole request of an op (not
+	// one of a txn): it may be serializable.
+	wireRangeRequest struct {
+		wireRange
+		Serializable *bool `json:"serializable,omitempty"` // version 2
+	}
 	wirePut struct {
 		Key    Bytes `json:"key"`
 		Value  Bytes `json:"value"`
@@ -136,11 +190,11 @@ type (
 		Revision int64 `json:"revision"`
 	}
 	wireRequest struct {
-		Range   *wireRange   `json:"range,omitempty"`
-		Put     *wirePut     `json:"put,omitempty"`
-		Delete  *wireDelete  `json:"delete,omitempty"`
-		Txn     *wireTxn     `json:"txn,omitempty"`
-		Compact *wireCompact `json:"compact,omitempty"`
+		Range   *wireRangeRequest `json:"range,omitempty"`
+		Put     *wirePut          `json:"put,omitempty"`
+		Delete  *wireDelete       `json:"delete,omitempty"`
+		Txn     *wireTxn          `json:"txn,omitempty"`
+		Compact *wireCompact      `json:"compact,omitempty"`
 	}
 
 	wireRangeResp struct {
@@ -188,13 +242,16 @@ type (
 		PrevKV *wireKV `json:"prev_kv,omitempty"`
 	}
 	wireWatchResp struct {
-		Revision        int64       `json:"revision"`
+		// Revision is required in version 1 (where 0 also meant "not
+		// recorded"); in version 2 absent means not recorded.
+		Revision        *int64      `json:"revision,omitempty"`
 		Events          []wireEvent `json:"events,omitempty"`
 		Created         bool        `json:"created,omitempty"`
 		Canceled        bool        `json:"canceled,omitempty"`
 		CompactRevision int64       `json:"compact_revision,omitempty"`
 		CancelReason    string      `json:"cancel_reason,omitempty"`
 		Progress        bool        `json:"progress,omitempty"`
+		Error           string      `json:"error,omitempty"` // version 2
 	}
 )
 
@@ -254,8 +311,15 @@ func toWireOps(ops []kv.Op) []wireOp {
 	return out
 }
 
-func toWireRequest(r kv.Request) *wireRequest {
-	w := &wireRequest{Range: toWireRange(r.Range), Put: toWirePut(r.Put), Delete: toWireDelete(r.Delete)}
+// toWireRequest encodes an op's request; serializable applies to a range.
+func toWireRequest(r kv.Request, serializable bool) *wireRequest {
+	w := &wireRequest{Put: toWirePut(r.Put), Delete: toWireDelete(r.Delete)}
+	if r.Range != nil {
+		w.Range = &wireRangeRequest{wireRange: *toWireRange(r.Range)}
+		if serializable {
+			w.Range.Serializable = &serializable
+		}
+	}
 	if r.Txn != nil {
 		t := &wireTxn{Success: toWireOps(r.Txn.Success), Failure: toWireOps(r.Txn.Failure)}
 		for _, c := range r.Txn.Compare {
@@ -327,9 +391,16 @@ func toWireWatchRequest(r watch.Request) *wireWatchRequest {
 	return w
 }
 
-func toWireWatchResp(r watch.Response) *wireWatchResp {
-	w := &wireWatchResp{Revision: r.Revision, Created: r.Created, Canceled: r.Canceled, CompactRevision: r.CompactRevision,
-		CancelReason: r.CancelReason, Progress: r.IsProgressNotify()}
+// toWireWatchResp encodes a watch response in version v: version 1 always
+// writes the revision (0 when unknown), version 2 only when recorded.
+func toWireWatchResp(wr WatchResponse, v int) *wireWatchResp {
+	r := wr.Response
+	w := &wireWatchResp{Created: r.Created, Canceled: r.Canceled, CompactRevision: r.CompactRevision,
+		CancelReason: r.CancelReason, Progress: r.IsProgressNotify(), Error: wr.Error}
+	if v == 1 || !wr.RevisionUnknown {
+		rev := r.Revision
+		w.Revision = &rev
+	}
 	for _, e := range r.Events {
 		kvw := toWireKV(e.KV)
 		w.Events = append(w.Events, wireEvent{Type: e.Type.String(), KV: &kvw, PrevKV: toWireKVPtr(e.PrevKV)})
@@ -340,12 +411,26 @@ func toWireWatchResp(r watch.Response) *wireWatchResp {
 // Decoding: wire → model, with validation. Errors say what is wrong; the
 // reader adds file and line.
 
+// notNegative rejects a negative revision, version or count: a server
+// never reports one, so it is damaged input, not a property to check.
+func notNegative(what string, fields ...any) error {
+	for i := 0; i < len(fields); i += 2 {
+		if v := fields[i+1].(int64); v < 0 {
+			return fmt.Errorf("%s%q is negative (%d): a server never reports a negative %s", what, fields[i], v, fields[i])
+		}
+	}
+	return nil
+}
+
 func fromWireKV(w *wireKV, what string) (kv.KeyValue, error) {
 	if w == nil {
 		return kv.KeyValue{}, fmt.Errorf("%s: missing", what)
 	}
 	if w.Key == "" {
 		return kv.KeyValue{}, fmt.Errorf("%s: empty key", what)
+	}
+	if err := notNegative(what+": ", "create_revision", w.CreateRevision, "mod_revision", w.ModRevision, "version", w.Version); err != nil {
+		return kv.KeyValue{}, err
 	}
 	return kv.KeyValue{Key: string(w.Key), Value: string(w.Value), CreateRevision: w.CreateRevision, ModRevision: w.ModRevision, Version: w.Version}, nil
 }
@@ -440,14 +525,30 @@ func sortedValues[K comparable](m map[K]string) []string {
 	return vs
 }
 
-func fromWireRequest(w *wireRequest) (kv.Request, error) {
+// fromWireRequest decodes an op's request in version v, and whether it is
+// a serializable range.
+func fromWireRequest(w *wireRequest, v int) (kv.Request, bool, error) {
+	r, err := fromWireRequestKinds(w)
+	if err != nil || w.Range == nil || w.Range.Serializable == nil {
+		return r, false, err
+	}
+	if v < 2 {
+		return r, false, errors.New(`"serializable" is new in version 2, and the header says version 1`)
+	}
+	return r, *w.Range.Serializable, nil
+}
+
+func fromWireRequestKinds(w *wireRequest) (kv.Request, error) {
 	if w == nil {
 		return kv.Request{}, errors.New("op without a request")
 	}
 	if err := one("request", w.Range != nil, w.Put != nil, w.Delete != nil, w.Txn != nil, w.Compact != nil); err != nil {
 		return kv.Request{}, err
 	}
-	r := kv.Request{Range: fromWireRange(w.Range), Put: fromWirePut(w.Put), Delete: fromWireDelete(w.Delete)}
+	r := kv.Request{Put: fromWirePut(w.Put), Delete: fromWireDelete(w.Delete)}
+	if w.Range != nil {
+		r.Range = fromWireRange(&w.Range.wireRange)
+	}
 	if w.Compact != nil {
 		r.Compact = &kv.CompactRequest{Revision: w.Compact.Revision}
 	}
@@ -492,6 +593,9 @@ func fromWireRangeResp(w *wireRangeResp, what string) (*kv.RangeResponse, error)
 	if w == nil {
 		return nil, nil
 	}
+	if err := notNegative(what+" ", "count", w.Count); err != nil {
+		return nil, err
+	}
 	kvs, err := fromWireKVs(w.KVs, what+" kvs")
 	return &kv.RangeResponse{KVs: kvs, More: w.More, Count: w.Count}, err
 }
@@ -508,6 +612,9 @@ func fromWireDeleteResp(w *wireDeleteResp, what string) (*kv.DeleteResponse, err
 	if w == nil {
 		return nil, nil
 	}
+	if err := notNegative(what+" ", "deleted", w.Deleted); err != nil {
+		return nil, err
+	}
 	kvs, err := fromWireKVs(w.PrevKVs, what+" prev_kvs")
 	return &kv.DeleteResponse{Deleted: w.Deleted, PrevKVs: kvs}, err
 }
@@ -515,6 +622,9 @@ func fromWireDeleteResp(w *wireDeleteResp, what string) (*kv.DeleteResponse, err
 // fromWireResponse decodes the response to req and checks that its shape
 // answers req.
 func fromWireResponse(w *wireResponse, req kv.Request) (*kv.Response, error) {
+	if err := notNegative("response ", "revision", w.Revision); err != nil {
+		return nil, err
+	}
 	r := &kv.Response{Revision: w.Revision}
 	if w.Error != "" {
 		if w.Range != nil || w.Put != nil || w.Delete != nil || w.Txn != nil || w.Compact != nil {
@@ -590,11 +700,50 @@ func fromWireWatchRequest(w *wireWatchRequest) (watch.Request, error) {
 	return r, nil
 }
 
-func fromWireWatchResp(w *wireWatchResp) (watch.Response, error) {
+// fromWireWatchResp decodes a watch response of version v into wr's
+// Response, RevisionUnknown and Error.
+func fromWireWatchResp(w *wireWatchResp, v int, wr *WatchResponse) error {
 	if w == nil {
-		return watch.Response{}, errors.New(`watch_response record without a "response"`)
+		return errors.New(`watch_response record without a "response"`)
 	}
-	r := watch.Response{Revision: w.Revision, Created: w.Created, Canceled: w.Canceled, CompactRevision: w.CompactRevision, CancelReason: w.CancelReason}
+	r, err := fromWireWatchRespBody(w)
+	if err != nil {
+		return err
+	}
+	if err := notNegative("response ", "compact_revision", w.CompactRevision); err != nil {
+		return err
+	}
+	if w.Revision != nil {
+		if err := notNegative("response ", "revision", *w.Revision); err != nil {
+			return err
+		}
+		r.Revision = *w.Revision
+	}
+	known := w.Revision != nil && (v >= 2 || r.Revision != 0)
+	if v < 2 && w.Error != "" {
+		return errors.New(`a watch response's "error" is new in version 2, and the header says version 1`)
+	}
+	switch {
+	case w.Error != "" && len(r.Events) > 0:
+		return errors.New(`a response with an "error" ended its watch: it carries no events`)
+	case w.Error != "" && r.Created:
+		return errors.New(`a response with an "error" ended its watch: it is not the created response`)
+	case w.Error != "" && r.CompactRevision != 0:
+		return errors.New(`a compaction cancel is recorded by "compact_revision": "error" is for other errors`)
+	case !known && w.Progress:
+		return errors.New(`a progress notification must record its header "revision"`)
+	case !known && v >= 2 && len(r.Events) == 0 && !r.Created && !r.Canceled && r.CompactRevision == 0 && w.Error == "":
+		return errors.New(`the response records nothing: no "revision", no events, not created or canceled, no "error"`)
+	case w.Progress != r.IsProgressNotify():
+		return fmt.Errorf("\"progress\" is %v but the response %s a progress notification (no events, not created or canceled, no compact revision, a header revision)",
+			w.Progress, map[bool]string{true: "is", false: "is not"}[r.IsProgressNotify()])
+	}
+	wr.Response, wr.RevisionUnknown, wr.Error = r, !known, w.Error
+	return nil
+}
+
+func fromWireWatchRespBody(w *wireWatchResp) (watch.Response, error) {
+	r := watch.Response{Created: w.Created, Canceled: w.Canceled, CompactRevision: w.CompactRevision, CancelReason: w.CancelReason}
 	for i, e := range w.Events {
 		what := fmt.Sprintf("events[%d]", i)
 		var ev kv.Event
@@ -614,10 +763,6 @@ func fromWireWatchResp(w *wireWatchResp) (watch.Response, error) {
 			return watch.Response{}, err
 		}
 		r.Events = append(r.Events, ev)
-	}
-	if w.Progress != r.IsProgressNotify() {
-		return watch.Response{}, fmt.Errorf("\"progress\" is %v but the response %s a progress notification (no events, not created or canceled, no compact revision, a header revision)",
-			w.Progress, map[bool]string{true: "is", false: "is not"}[r.IsProgressNotify()])
 	}
 	return r, nil
 }

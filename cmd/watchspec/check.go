@@ -43,7 +43,8 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
-	if _, err := linearizability.LookupProfile(*profile); err != nil {
+	profileOpt, err := linearizability.ProfileOption(*profile)
+	if err != nil {
 		fmt.Fprintf(stderr, "watchspec check: --profile: %v\n", err)
 		return 2
 	}
@@ -66,20 +67,27 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		}
 		ts = append(ts, t)
 	}
-	opts := linearizability.Options{Timeout: *timeout, HTMLDir: *html, Profile: *profile}
+	opts := linearizability.Options{Timeout: *timeout, Profile: profileOpt}
 	if !*quiet {
 		opts.Progress = progressTo(stderr)
 	}
 	var results []*linearizability.Result
+	drawn := map[*linearizability.Result]string{}
 	for _, t := range ts {
 		res, err := linearizability.Check(t, opts)
 		if err != nil {
 			fmt.Fprintf(stderr, "watchspec check: %s: %v\n", t.Name, err)
 			return 2
 		}
+		if *html != "" {
+			if drawn[res], err = res.WriteHTML(*html); err != nil {
+				fmt.Fprintf(stderr, "watchspec check: writing the visualisation of %s: %v\n", t.Name, err)
+				return 2
+			}
+		}
 		results = append(results, res)
 	}
-	return report(stdout, results)
+	return report(stdout, results, drawn)
 }
 
 // progressTo prints progress messages with the time since the start.

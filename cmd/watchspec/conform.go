@@ -26,9 +26,17 @@ recording against docs/SPEC.md with the same code as 'watchspec check'.
 With no --endpoints, it starts watchspec's reference server in-process on a
 loopback port with a temporary data directory, and restarts it on that
 directory every 10 s (--restart-every): clients must ride through, resuming
-watches from the last revision they saw. Against your own store, give --endpoints: the store must
-hold no keys under the run's prefix and have no other writers during the
-run (revisions are store-wide). See docs/CONFORMANCE.md.
+watches from the last revision they saw. Against your own store, give
+--endpoints: nobody else may write during the run (revisions are
+store-wide). A store in use, compacted, reused from run to run is fine:
+each run writes under a prefix of its own and records the revision and
+the compaction in force when it starts.
+
+The workload uses etcd as its users do: watches sharing one clientv3
+stream per watching client (--watches-per-stream), progress requests on
+those streams (--progress-every), bursts of catch-up watches on one stream
+(--catch-up-watches), slow readers (--slow-readers), serializable reads
+(--serializable). See docs/CONFORMANCE.md.
 
 --workload kubernetes sends only what the Kubernetes apiserver sends (for a
 store such as kine that implements no more); --profile NAME checks under a
@@ -54,6 +62,13 @@ type conformFlags struct {
 	profile      string
 	workload     string
 	quiet        bool
+	// The shapes of real use (issue 11).
+	watchesPerStream int
+	slowReaders      float64
+	progressEvery    time.Duration
+	catchUpWatches   int
+	serializable     float64
+	prefix           string
 }
 
 func runConform(args []string, stdout, stderr io.Writer) int {
@@ -73,6 +88,12 @@ func runConform(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.profile, "profile", "", "check under the profile of allowances `NAME` (docs/SPEC.md §9; default: none, full conformance)")
 	fs.StringVar(&f.workload, "workload", "", "the requests' shape: \"full\" (the whole etcd API) or \"kubernetes\" (only what the apiserver sends); default: the profile's, else full")
 	fs.BoolVar(&f.quiet, "q", false, "no progress messages on stderr")
+	fs.IntVar(&f.watchesPerStream, "watches-per-stream", 4, "watches each watching client keeps open at once on its one watch stream (1: a stream per watch)")
+	fs.Float64Var(&f.slowReaders, "slow-readers", 0.2, "fraction of watches that stop reading for a while (0: none)")
+	fs.DurationVar(&f.progressEvery, "progress-every", 250*time.Millisecond, "how often each watching client asks its stream for progress (0: watching clients never ask)")
+	fs.IntVar(&f.catchUpWatches, "catch-up-watches", 200, "watches opened at once, burst after burst, from far behind the head on one stream (0: no bursts)")
+	fs.Float64Var(&f.serializable, "serializable", 0.1, "fraction of reads sent serializable (served by any member from its own state; 0: none)")
+	fs.StringVar(&f.prefix, "prefix", "", "where the run's keys live; no key may exist under it (default: a new prefix per run, /watchspec/<time>-<random>/)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -111,9 +132,24 @@ func runConform(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 
 	cfg := conform.Config{Duration: f.duration, Clients: f.clients, Watchers: f.watchers, CompactEvery: f.compactEvery,
-		Seed: f.seed, Profile: f.profile, Workload: workload, Progress: progress}
+		Seed: f.seed, Profile: f.profile, Workload: workload, Progress: progress, Prefix: f.prefix,
+		WatchesPerStream: f.watchesPerStream, SlowReaders: f.slowReaders, ProgressRequestEvery: f.progressEvery,
+		CatchUpWatches: f.catchUpWatches, SerializableReads: f.serializable}
+	// The flags say 0 for none; Config says negative (0 takes the default).
 	if f.compactEvery == 0 {
 		cfg.CompactEvery = -1
+	}
+	if f.slowReaders == 0 {
+		cfg.SlowReaders = -1
+	}
+	if f.progressEvery == 0 {
+		cfg.ProgressRequestEvery = -1
+	}
+	if f.catchUpWatches == 0 {
+		cfg.CatchUpWatches = -1
+	}
+	if f.serializable == 0 {
+		cfg.SerializableReads = -1
 	}
 	if f.endpoints != "" {
 		cfg.Endpoints = strings.Split(f.endpoints, ",")
@@ -152,22 +188,32 @@ func runConform(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "watchspec conform: %v\n", err)
 		return 2
 	}
-	progress("recorded %d operations (%d with unknown outcome), %d watches, %d watch responses, %d events, %d compactions, %d restarts in %v",
-		stats.Ops, stats.UnknownOps, stats.Watches, stats.WatchResponses, stats.Events, stats.Compactions, stats.Restarts, stats.Duration.Round(time.Millisecond))
+	progress("recorded %d operations (%d with unknown outcome), %d watches on %d streams (%d in catch-up bursts), %d watch responses, %d events, %d progress requests, %d headers below an earlier one, %d compactions (base revision %d, compaction in force at the start %d), %d restarts in %v",
+		stats.Ops, stats.UnknownOps, stats.Watches, stats.Streams, stats.CatchUpWatches, stats.WatchResponses, stats.Events,
+		stats.ProgressRequests, stats.LoweredHeaders, stats.Compactions, stats.BaseRevision, stats.BaseCompaction, stats.Restarts,
+		stats.Duration.Round(time.Millisecond))
 	t, err := traces.ReadFile(tracePath)
 	if err != nil {
 		fmt.Fprintf(stderr, "watchspec conform: reading back the trace: %v\n", err)
 		return 2
 	}
-	res, err := linearizability.Check(t, linearizability.Options{Timeout: f.timeout, HTMLDir: dir, Progress: progress, Profile: profileOption(f.profile)})
+	// The embedded reference server is one server: what it answered before
+	// a watch was requested bounds where a watch from now starts (SPEC §1).
+	res, err := linearizability.Check(t, linearizability.Options{Timeout: f.timeout, Progress: progress, Profile: profileOption(f.profile), SingleServer: f.endpoints == ""})
 	if err != nil {
 		fmt.Fprintf(stderr, "watchspec conform: %v\n", err)
 		return 2
 	}
+	html, err := res.WriteHTML(dir)
+	if err != nil {
+		fmt.Fprintf(stderr, "watchspec conform: writing the visualisation: %v\n", err)
+		return 2
+	}
 	var summary strings.Builder
-	status := report(io.MultiWriter(stdout, &summary), []*linearizability.Result{res})
-	fmt.Fprintf(&summary, "\nseed %d; reproduce the workload with: watchspec conform --seed %d --duration %v --clients %d --watchers %d --compact-every %v --workload %s",
-		f.seed, f.seed, f.duration, f.clients, f.watchers, f.compactEvery, workloadName(workload))
+	status := report(io.MultiWriter(stdout, &summary), []*linearizability.Result{res}, map[*linearizability.Result]string{res: html})
+	fmt.Fprintf(&summary, "\nseed %d; reproduce the workload with: watchspec conform --seed %d --duration %v --clients %d --watchers %d --compact-every %v --workload %s --watches-per-stream %d --slow-readers %v --progress-every %v --catch-up-watches %d --serializable %v",
+		f.seed, f.seed, f.duration, f.clients, f.watchers, f.compactEvery, workloadName(workload),
+		f.watchesPerStream, f.slowReaders, f.progressEvery, f.catchUpWatches, f.serializable)
 	if f.profile != "" {
 		fmt.Fprintf(&summary, " --profile %s", f.profile)
 	}
@@ -177,8 +223,8 @@ func runConform(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	fmt.Fprintf(stdout, "\nreport: %s (trace.ndjson, report.txt", dir)
-	if res.HTML != "" {
-		fmt.Fprintf(stdout, ", %s", filepath.Base(res.HTML))
+	if html != "" {
+		fmt.Fprintf(stdout, ", %s", filepath.Base(html))
 	}
 	fmt.Fprintln(stdout, ")")
 	return status
@@ -202,6 +248,16 @@ func (f *conformFlags) validate(fs *flag.FlagSet) error {
 		return fmt.Errorf("--restart-every must not be negative, not %v", f.restartEvery)
 	case f.restartEvery > 0 && f.endpoints != "":
 		return errors.New("--restart-every restarts the embedded reference server; it cannot restart --endpoints")
+	case f.watchesPerStream < 1:
+		return fmt.Errorf("--watches-per-stream must be at least 1, not %d", f.watchesPerStream)
+	case f.slowReaders < 0 || f.slowReaders > 1:
+		return fmt.Errorf("--slow-readers is a fraction between 0 and 1, not %v", f.slowReaders)
+	case f.serializable < 0 || f.serializable > 1:
+		return fmt.Errorf("--serializable is a fraction between 0 and 1, not %v", f.serializable)
+	case f.progressEvery < 0:
+		return fmt.Errorf("--progress-every must not be negative, not %v", f.progressEvery)
+	case f.catchUpWatches < 0:
+		return fmt.Errorf("--catch-up-watches must not be negative, not %d", f.catchUpWatches)
 	case f.workload != "" && f.workload != "full" && f.workload != "kubernetes":
 		return fmt.Errorf("--workload %q is neither \"full\" nor \"kubernetes\"", f.workload)
 	}
@@ -225,11 +281,12 @@ func workloadName(w string) string {
 
 // profileOption is the checker's profile option for --profile: the run is
 // checked under exactly the profile given, none meaning full conformance.
-func profileOption(name string) string {
+func profileOption(name string) *linearizability.Profile {
 	if name == "" {
-		return linearizability.NoProfile
+		return linearizability.FullConformance
 	}
-	return name
+	p, _ := linearizability.ProfileOption(name) // validated
+	return p
 }
 
 // flagSet reports whether the command line set the flag called name.

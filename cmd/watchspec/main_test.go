@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/watchspec/watchspec/internal/corpus"
+	"github.com/watchspec/watchspec/linearizability"
 	"github.com/watchspec/watchspec/model/spec"
 	"github.com/watchspec/watchspec/traces"
 )
@@ -92,6 +93,9 @@ func TestCheckCorpus(t *testing.T) {
 			wantProfile := "profile: none (full conformance)"
 			if tr.Header.Profile != "" {
 				wantProfile = "profile: " + tr.Header.Profile + " (allowances in force: NOT full conformance)"
+				if p, err := linearizability.LookupProfile(tr.Header.Profile); err == nil && len(p.Allowances) == 0 {
+					wantProfile = "profile: " + tr.Header.Profile + " (expectations beyond etcd's guarantees"
+				}
 			}
 			if !strings.Contains(out, wantProfile) {
 				t.Errorf("the report does not say which profile was in force (want %q):\n%s", wantProfile, out)

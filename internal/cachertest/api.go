@@ -45,20 +45,22 @@ func keyRoot(ns string) string {
 func restOptions(o *metainternalversion.ListOptions) *k8s.Status {
 	metainternalversion.SetListOptionsDefaults(o, watchListEnabled())
 	if errs := metainternalversionvalidation.ValidateListOptions(o, watchListEnabled()); len(errs) > 0 {
-		return statusOf(apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "ListOptions"}, "", errs))
+		st, _ := statusOf(apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "ListOptions"}, "", errs))
+		return st
 	}
 	return nil
 }
 
 // statusOf returns the API status of an error, as the REST layer answers it
-// (500 for an error that carries none).
-func statusOf(err error) *k8s.Status {
+// (500 for an error that carries none), and the continue token it hands
+// out ("" when none: only a 410 to a continuation may, SPEC §4.5).
+func statusOf(err error) (*k8s.Status, string) {
 	var s apierrors.APIStatus
 	if errors.As(err, &s) {
 		st := s.Status()
-		return &k8s.Status{Code: int(st.Code), Reason: string(st.Reason), Message: st.Message}
+		return &k8s.Status{Code: int(st.Code), Reason: string(st.Reason), Message: st.Message}, st.Continue
 	}
-	return &k8s.Status{Code: 500, Reason: string(metav1.StatusReasonInternalError), Message: err.Error()}
+	return &k8s.Status{Code: 500, Reason: string(metav1.StatusReasonInternalError), Message: err.Error()}, ""
 }
 
 // decodeContinue returns the key a continue token's page starts after, as
@@ -97,6 +99,9 @@ type ListResult struct {
 	Continue        string
 	// Status is set when the list was answered with an error.
 	Status *k8s.Status
+	// Inconsistent is the continue token a 410 to a continuation handed
+	// out: the inconsistent continuation (SPEC §4.5).
+	Inconsistent string
 }
 
 // List lists through the storage as the generic registry's
@@ -104,8 +109,15 @@ type ListResult struct {
 // validation, and records the call. It returns an error only when the list
 // could not be made or recorded (then nothing is recorded).
 func (h *Harness) List(ctx context.Context, o ListOptions) (ListResult, error) {
+	res, _, err := h.list(ctx, o)
+	return res, err
+}
+
+// list is [Harness.List], which also returns the list served (nil when it
+// was answered with an error status).
+func (h *Harness) list(ctx context.Context, o ListOptions) (ListResult, *example.PodList, error) {
 	prefix := GVR.Prefix(o.Namespace)
-	rec := &listRec{prefix: prefix, first: -1, compacts: -1,
+	rec := &listRec{prefix: prefix, first: -1, compacts: -1, call: h.Rec.clock(),
 		opts: k8s.ListOptions{ResourceVersion: o.ResourceVersion, ResourceVersionMatch: o.ResourceVersionMatch, Limit: o.Limit, Continue: decodeContinue(o.Continue, prefix)}}
 	if o.Continue != "" {
 		rec.first = h.firstPage(o.Continue)
@@ -119,7 +131,7 @@ func (h *Harness) List(ctx context.Context, o ListOptions) (ListResult, error) {
 	before, err := h.Head(ctx)
 	if err != nil {
 		h.Rec.compactMu.RUnlock()
-		return ListResult{}, err
+		return ListResult{}, nil, err
 	}
 	list := &example.PodList{}
 	if invalid == nil {
@@ -132,10 +144,10 @@ func (h *Harness) List(ctx context.Context, o ListOptions) (ListResult, error) {
 	after, herr := h.Head(context.WithoutCancel(ctx))
 	h.Rec.compactMu.RUnlock()
 	if herr != nil {
-		return ListResult{}, herr
+		return ListResult{}, nil, herr
 	}
 	if err != nil && ctx.Err() != nil {
-		return ListResult{}, err // the client gave up: not an answer
+		return ListResult{}, nil, err // the client gave up: not an answer
 	}
 	rec.before, rec.after = before, after
 	var res ListResult
@@ -143,7 +155,8 @@ func (h *Harness) List(ctx context.Context, o ListOptions) (ListResult, error) {
 	case invalid != nil:
 		rec.status = invalid
 	case err != nil:
-		rec.status = statusOf(err)
+		rec.status, res.Inconsistent = statusOf(err)
+		rec.status.Continue = decodeContinue(res.Inconsistent, prefix)
 	default:
 		rv, ok := k8s.ParseRV(list.ResourceVersion)
 		if !ok {
@@ -159,14 +172,24 @@ func (h *Harness) List(ctx context.Context, o ListOptions) (ListResult, error) {
 	}
 	res.Status = rec.status
 	i := h.Rec.addList(rec)
-	if res.Continue != "" {
+	switch {
+	case res.Inconsistent != "":
+		// A list with the 410's token is the inconsistent continuation:
+		// its "first page" is the 410, which says where it starts.
+		h.setFirstPage(res.Inconsistent, i)
+	case res.Continue != "":
+		// The next page continues at the first page's revision — or, after
+		// the inconsistent continuation, at this page's.
 		first := rec.first
-		if first < 0 {
+		if first < 0 || h.Rec.listStatus(first) != nil {
 			first = i
 		}
 		h.setFirstPage(res.Continue, first)
 	}
-	return res, nil
+	if res.Status != nil {
+		list = nil
+	}
+	return res, list, nil
 }
 
 func (h *Harness) firstPage(token string) int {
@@ -199,6 +222,9 @@ type WatchOptions struct {
 	Timeout time.Duration
 	// Slow: the client does not read the stream until [Watch.Release].
 	Slow bool
+	// Forward: the events recorded are also passed on, through
+	// [Watch.ResultChan], to a client (a client-go Reflector).
+	Forward bool
 }
 
 // Watch is an open watch whose events a goroutine records.
@@ -209,6 +235,7 @@ type Watch struct {
 	cancel context.CancelFunc
 	gate   chan struct{}
 	done   chan struct{}
+	out    chan watch.Event // the forwarded events (Forward), closed at the end
 
 	mu       sync.Mutex
 	err      error // an event the harness could not read
@@ -223,7 +250,7 @@ type Watch struct {
 // records it and every event until [Watch.Stop] or the end of the stream.
 func (h *Harness) Watch(ctx context.Context, o WatchOptions) (*Watch, error) {
 	prefix := GVR.Prefix(o.Namespace)
-	rec := &watchRec{prefix: prefix, opts: k8s.WatchOptions{ResourceVersion: o.ResourceVersion, ResourceVersionMatch: o.ResourceVersionMatch,
+	rec := &watchRec{prefix: prefix, call: h.Rec.clock(), opts: k8s.WatchOptions{ResourceVersion: o.ResourceVersion, ResourceVersionMatch: o.ResourceVersionMatch,
 		SendInitialEvents: o.SendInitialEvents, AllowWatchBookmarks: o.AllowWatchBookmarks}}
 	lo := metainternalversion.ListOptions{Watch: true, ResourceVersion: o.ResourceVersion, ResourceVersionMatch: metav1.ResourceVersionMatch(o.ResourceVersionMatch),
 		SendInitialEvents: o.SendInitialEvents, AllowWatchBookmarks: o.AllowWatchBookmarks}
@@ -243,6 +270,9 @@ func (h *Harness) Watch(ctx context.Context, o WatchOptions) (*Watch, error) {
 		wctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), o.Timeout)
 	}
 	w := &Watch{h: h, cancel: cancel, gate: make(chan struct{}), done: make(chan struct{})}
+	if o.Forward {
+		w.out = make(chan watch.Event)
+	}
 	if !o.Slow {
 		close(w.gate)
 	}
@@ -260,13 +290,22 @@ func (h *Harness) Watch(ctx context.Context, o WatchOptions) (*Watch, error) {
 	case invalid != nil:
 		rec.status = invalid
 	case err != nil:
-		rec.status = statusOf(err)
+		rec.status, _ = statusOf(err)
+	}
+	if rec.status != nil {
+		// Refused: it was answered when the head was at most this.
+		if after, herr := h.Head(context.WithoutCancel(ctx)); herr == nil {
+			rec.after = after
+		}
 	}
 	w.id = h.Rec.addWatch(rec)
 	if rec.status != nil {
 		cancel()
 		w.refused = rec.status
 		close(w.done)
+		if w.out != nil {
+			close(w.out)
+		}
 		return w, nil
 	}
 	w.w = wi
@@ -276,6 +315,9 @@ func (h *Harness) Watch(ctx context.Context, o WatchOptions) (*Watch, error) {
 
 func (w *Watch) consume(ctx context.Context) {
 	defer close(w.done)
+	if w.out != nil {
+		defer close(w.out)
+	}
 	defer func() {
 		after, err := w.h.Head(context.Background())
 		if err == nil {
@@ -299,6 +341,12 @@ func (w *Watch) consume(ctx context.Context) {
 			break
 		}
 		w.h.Rec.addEvent(w.id, e)
+		if w.out != nil {
+			select {
+			case w.out <- unwrapped(ev):
+			case <-ctx.Done():
+			}
+		}
 		w.mu.Lock()
 		w.events++
 		if e.typ != k8s.Added {
@@ -345,6 +393,19 @@ func rawEventOf(ev watch.Event) (rawEvent, error) {
 	e.obj = podObject(pod)
 	return e, nil
 }
+
+// unwrapped returns ev with the object the cacher wraps (its
+// cachingObject) unwrapped, as the REST layer serializes it.
+func unwrapped(ev watch.Event) watch.Event {
+	if u, ok := ev.Object.(interface{ GetObject() runtime.Object }); ok {
+		ev.Object = u.GetObject()
+	}
+	return ev
+}
+
+// ResultChan returns the forwarded events of a watch made with Forward
+// (nil otherwise); it is closed when the stream ends.
+func (w *Watch) ResultChan() <-chan watch.Event { return w.out }
 
 // Release lets a slow watch's client start reading.
 func (w *Watch) Release() {

@@ -95,6 +95,11 @@ type Harness struct {
 	compactor interface{ Stop() }
 	etcd3     storage.Interface
 	closeEtcd func()
+	// With Options.LaggingCache: the cacher's own etcd3 storage, whose
+	// connection to etcd goes through proxy.
+	cacheStore storage.Interface
+	cacheKC    *kubernetes.Client
+	proxy      *pauseProxy
 
 	mu         sync.Mutex
 	cacher     *cacher.Cacher
@@ -102,8 +107,20 @@ type Harness struct {
 	firstPages map[string]int // continue token → the list of its first page
 }
 
+// Options shape a harness.
+type Options struct {
+	// LaggingCache gives the watch cache an etcd connection of its own,
+	// through a proxy that [Harness.PauseCache] holds back: the cache then
+	// lags etcd as the cache of an apiserver cut off from etcd does (the
+	// situation of kubernetes#59848), while writes and the storage go on.
+	LaggingCache bool
+}
+
 // Start starts etcd, the history recorder and the etcd3 storage.
-func Start(ctx context.Context) (*Harness, error) {
+func Start(ctx context.Context) (*Harness, error) { return StartWith(ctx, Options{}) }
+
+// StartWith is [Start] with options.
+func StartWith(ctx context.Context, o Options) (*Harness, error) {
 	cl, err := etcdtest.Start(etcdtest.Options{})
 	if err != nil {
 		return nil, err
@@ -139,16 +156,43 @@ func Start(ctx context.Context) (*Harness, error) {
 	}
 	h.etcd3 = st
 	h.closeEtcd = st.Close
+	if o.LaggingCache {
+		if h.proxy, err = newPauseProxy(cl.Endpoints[0]); err != nil {
+			return nil, err
+		}
+		pcfg := cfg
+		pcfg.Endpoints = []string{h.proxy.addr()}
+		if h.cacheKC, err = kubernetes.New(pcfg); err != nil {
+			return nil, err
+		}
+		cs, err := etcd3.New(h.cacheKC, comp, codec, newPod, newPodList, pathPrefix, resourcePrefix, groupResource,
+			identity.NewEncryptCheckTransformer(), etcd3.NewDefaultLeaseManagerConfig(), etcd3.NewDefaultDecoder(codec, versioner), versioner)
+		if err != nil {
+			return nil, err
+		}
+		h.cacheStore = cs
+	}
 	ok = true
 	return h, nil
 }
+
+// PauseCache holds back what etcd sends the watch cache (a harness
+// started with LaggingCache), until [Harness.ResumeCache].
+func (h *Harness) PauseCache() { h.proxy.pause() }
+
+// ResumeCache lets the watch cache catch up.
+func (h *Harness) ResumeCache() { h.proxy.resume() }
 
 // StartCacher creates the watch cache over the etcd3 storage, as the
 // generic registry's StorageWithCacher does, and waits until it is ready.
 // From then on every write, list and watch goes through its CacheDelegator.
 func (h *Harness) StartCacher(ctx context.Context) error {
+	cacheStore := h.etcd3
+	if h.cacheStore != nil {
+		cacheStore = h.cacheStore
+	}
 	c, err := cacher.NewCacherFromConfig(cacher.Config{
-		Storage:             h.etcd3,
+		Storage:             cacheStore,
 		Versioner:           storage.APIObjectVersioner{},
 		GroupResource:       groupResource,
 		EventsHistoryWindow: cacher.DefaultEventFreshDuration,
@@ -210,6 +254,17 @@ func (h *Harness) Close() {
 	if h.closeEtcd != nil {
 		h.closeEtcd()
 	}
+	if h.cacheStore != nil {
+		if c, ok := h.cacheStore.(interface{ Close() }); ok {
+			c.Close()
+		}
+	}
+	if h.proxy != nil {
+		h.proxy.close()
+	}
+	if h.cacheKC != nil {
+		h.cacheKC.Close()
+	}
 	if h.compactor != nil {
 		h.compactor.Stop()
 	}
@@ -245,16 +300,27 @@ func (h *Harness) Create(ctx context.Context, ns, name string) (int64, error) {
 	value, uid := h.Rec.nextValue()
 	pod := &example.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(uid)}, Spec: example.PodSpec{NodeName: value}}
 	out := &example.Pod{}
+	call := h.Rec.clock()
 	if err := h.storage().Create(ctx, storageKey(ns, name), pod, out, 0); err != nil {
 		return 0, err
 	}
-	return parseRV(out.ResourceVersion)
+	return h.wrote(out.ResourceVersion, call)
+}
+
+// wrote records the times of the write that returned resourceVersion rv.
+func (h *Harness) wrote(rv string, call int64) (int64, error) {
+	rev, err := parseRV(rv)
+	if err == nil {
+		h.Rec.noteWrite(rev, call)
+	}
+	return rev, err
 }
 
 // Update changes the pod ns/name (a new value) and returns its resourceVersion.
 func (h *Harness) Update(ctx context.Context, ns, name string) (int64, error) {
 	value, _ := h.Rec.nextValue()
 	out := &example.Pod{}
+	call := h.Rec.clock()
 	err := h.storage().GuaranteedUpdate(ctx, storageKey(ns, name), out, false, nil,
 		func(in runtime.Object, _ storage.ResponseMeta) (runtime.Object, *uint64, error) {
 			p := in.(*example.Pod).DeepCopy()
@@ -264,17 +330,18 @@ func (h *Harness) Update(ctx context.Context, ns, name string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return parseRV(out.ResourceVersion)
+	return h.wrote(out.ResourceVersion, call)
 }
 
 // Delete deletes the pod ns/name and returns the revision of the deletion.
 func (h *Harness) Delete(ctx context.Context, ns, name string) (int64, error) {
 	out := &example.Pod{}
+	call := h.Rec.clock()
 	if err := h.storage().Delete(ctx, storageKey(ns, name), out, nil, storage.ValidateAllObjectFunc, nil, storage.DeleteOptions{}); err != nil {
 		return 0, err
 	}
 	// The returned object carries the deletion's revision.
-	return parseRV(out.ResourceVersion)
+	return h.wrote(out.ResourceVersion, call)
 }
 
 // Compact compacts etcd at rev through the apiserver's compaction protocol
@@ -285,6 +352,7 @@ func (h *Harness) Delete(ctx context.Context, ns, name string) (int64, error) {
 func (h *Harness) Compact(ctx context.Context, rev int64) error {
 	h.Rec.compactMu.Lock()
 	defer h.Rec.compactMu.Unlock()
+	call := h.Rec.clock()
 	// The history watch must not be overtaken by the compaction.
 	before, err := h.Head(ctx)
 	if err != nil {
@@ -309,7 +377,7 @@ func (h *Harness) Compact(ctx context.Context, rev int64) error {
 		return fmt.Errorf("a write ran concurrently with the compaction (revision %d after compact_rev_key's %d)", head, cur)
 	}
 	h.Rec.compactVersion = newVersion
-	h.Rec.noteCompaction(rev, cur)
+	h.Rec.noteCompaction(rev, cur, call)
 	return nil
 }
 

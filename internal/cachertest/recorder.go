@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -24,6 +25,8 @@ import (
 type Recorder struct {
 	cancel context.CancelFunc
 	done   chan struct{}
+	// t0 is the trace's start: every time is nanoseconds since then.
+	t0 time.Time
 
 	hmu      sync.Mutex
 	hcond    *sync.Cond
@@ -44,9 +47,37 @@ type Recorder struct {
 	lists   []*listRec
 	watches []*watchRec
 	entries []entry
+	// writes holds the call and return times of the write that committed
+	// each revision.
+	writes map[int64][2]int64
+	// cache is the final cache of an informer run, if one was recorded.
+	cache    []rawObject
+	hasCache bool
 }
 
-type compaction struct{ rev, at int64 } // compacted at rev, when the store was at revision at
+// now returns the time since the recording began; the caller holds r.mu
+// when the record goes into the log (so that the log's times never
+// decrease, docs/TRACE_FORMAT.md "Order").
+func (r *Recorder) now() int64 { return int64(time.Since(r.t0)) }
+
+// clock returns the time now, for a record not yet in the log.
+func (r *Recorder) clock() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.now()
+}
+
+// noteWrite records that the write that committed rev was sent at call and
+// returned now.
+func (r *Recorder) noteWrite(rev, call int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.writes[rev] = [2]int64{call, r.now()}
+}
+
+// compaction is a compaction at rev, made when the store was at revision
+// at (compact_rev_key's write), sent at call and returned at ret (times).
+type compaction struct{ rev, at, call, ret int64 }
 
 // rawObject is an object as a client received it, before the history tells
 // which life of its key (UID → create revision) it belongs to.
@@ -59,6 +90,7 @@ type rawObject struct {
 type listRec struct {
 	prefix                  string
 	opts                    k8s.ListOptions
+	call, ret               int64 // times
 	before, after, compacts int64
 	status                  *k8s.Status
 	rv                      int64
@@ -68,6 +100,7 @@ type listRec struct {
 }
 
 type rawEvent struct {
+	time       int64
 	typ        k8s.EventType
 	obj        rawObject
 	initialEnd bool
@@ -77,6 +110,7 @@ type rawEvent struct {
 type watchRec struct {
 	prefix                  string
 	opts                    k8s.WatchOptions
+	call, end               int64 // times: sent, and ended (0: not yet)
 	before, after, compacts int64
 	status                  *k8s.Status
 	events                  []rawEvent
@@ -85,11 +119,51 @@ type watchRec struct {
 // entry is one list (list ≥ 0) or one watch event (watch ≥ 0, event).
 type entry struct {
 	list, watch, event int
+	// informer is an entry of an informer's log (list and watch are −1),
+	// at time; its objects are raw until the history names their UIDs.
+	informer *rawInformerEntry
+	time     int64
+}
+
+// rawInformerEntry is an informer's log entry as recorded: a k8s.Entry
+// whose notification objects are still raw.
+type rawInformerEntry struct {
+	entry    k8s.Entry // Notification unset
+	note     *k8s.Notification
+	old, new *rawObject
+}
+
+// Informer records an entry of the log of an informer run over the
+// harness's storage (a client-go informer, in the tests): e has no
+// Notification; see [Recorder.Notify].
+func (r *Recorder) Informer(e k8s.Entry) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.entries = append(r.entries, entry{list: -1, watch: -1, informer: &rawInformerEntry{entry: e}, time: r.now()})
+}
+
+// Notify records a call of a handler of an informer run: n without its
+// objects, which old and new carry raw.
+func (r *Recorder) Notify(n k8s.Notification, old, new *rawObject) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.entries = append(r.entries, entry{list: -1, watch: -1, informer: &rawInformerEntry{note: &n, old: old, new: new}, time: r.now()})
+}
+
+// Start records that an informer starts now, when etcd is at head.
+func (r *Recorder) Start(head int64) { r.Informer(k8s.Entry{Start: &k8s.StartEntry{Revision: head}}) }
+
+// SetCache records the informer's final cache (raw objects).
+func (r *Recorder) SetCache(objs []rawObject) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cache = append([]rawObject(nil), objs...)
+	r.hasCache = true
 }
 
 func newRecorder(ctx context.Context, c *clientv3.Client) (*Recorder, error) {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	r := &Recorder{cancel: cancel, done: make(chan struct{}), histHead: 1, compactRev: -1}
+	r := &Recorder{cancel: cancel, done: make(chan struct{}), t0: time.Now(), histHead: 1, compactRev: -1, writes: map[int64][2]int64{}}
 	r.hcond = sync.NewCond(&r.hmu)
 	head, err := c.Get(ctx, "compact_rev_key", clientv3.WithCountOnly())
 	if err != nil {
@@ -167,10 +241,14 @@ func (r *Recorder) nextValue() (value, uid string) {
 }
 
 // noteCompaction records a compaction at rev, made when the store was at
-// revision at; the caller holds compactMu.
-func (r *Recorder) noteCompaction(rev, at int64) {
+// revision at, sent at call (a time); the caller holds compactMu.
+func (r *Recorder) noteCompaction(rev, at, call int64) {
 	r.compactRev = rev
-	r.compactions = append(r.compactions, compaction{rev, at})
+	ret := r.clock()
+	r.compactions = append(r.compactions, compaction{rev, at, call, ret})
+	r.mu.Lock()
+	r.writes[at] = [2]int64{call, ret} // compact_rev_key's write
+	r.mu.Unlock()
 }
 
 // CompactRevision returns the latest compaction revision (−1: none).
@@ -185,15 +263,26 @@ func (r *Recorder) CompactRevision() int64 {
 func (r *Recorder) addList(l *listRec) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	l.ret = r.now()
 	r.lists = append(r.lists, l)
 	i := len(r.lists) - 1
 	r.entries = append(r.entries, entry{list: i, watch: -1})
 	return i
 }
 
+// listStatus returns the status list i was answered with (nil: a result).
+func (r *Recorder) listStatus(i int) *k8s.Status {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lists[i].status
+}
+
 func (r *Recorder) addWatch(w *watchRec) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if w.status != nil {
+		w.end = r.now() // refused: it ends where it was answered
+	}
 	r.watches = append(r.watches, w)
 	return len(r.watches) - 1
 }
@@ -202,6 +291,7 @@ func (r *Recorder) addEvent(id int, e rawEvent) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	w := r.watches[id]
+	e.time = r.now()
 	w.events = append(w.events, e)
 	r.entries = append(r.entries, entry{list: -1, watch: id, event: len(w.events) - 1})
 }
@@ -216,6 +306,7 @@ func (r *Recorder) endWatch(id int, after int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.watches[id].after = max(r.watches[id].after, after)
+	r.watches[id].end = r.now()
 }
 
 // Stats counts what was recorded.
@@ -286,13 +377,28 @@ func (r *Recorder) trace(system string, head int64) (*traces.Trace, error) {
 	r.compactMu.RLock()
 	comps := append([]compaction(nil), r.compactions...)
 	r.compactMu.RUnlock()
+	r.mu.Lock()
+	writes := make(map[int64][2]int64, len(r.writes))
+	for rev, t := range r.writes {
+		writes[rev] = t
+	}
+	r.mu.Unlock()
 
 	// Group the events into commits, replay them through the model, and
 	// check that the model agrees with etcd on every key-value.
 	s := kv.Start(1)
 	uids := map[string]int64{}
 	var ops []traces.Op
-	tick := func(rev int64, off int64) int64 { return rev*10 + off }
+	// Each commit is an operation at the times of the write that made it
+	// (the harness makes every write; one it did not time gets the times
+	// of the operation before it).
+	var last [2]int64
+	times := func(rev int64) (int64, int64) {
+		if t, ok := writes[rev]; ok {
+			last = t
+		}
+		return last[0], last[1]
+	}
 	compact := func(upTo int64) error {
 		for len(comps) > 0 && comps[0].at <= upTo {
 			c := comps[0]
@@ -303,7 +409,7 @@ func (r *Recorder) trace(system string, head int64) (*traces.Trace, error) {
 				return fmt.Errorf("the compaction at %d (store at %d) does not replay: %v (revision %d)", c.rev, c.at, resp.Err, resp.Revision)
 			}
 			s = next
-			ops = append(ops, traces.Op{Client: 1, Call: tick(c.at, 5), Return: tick(c.at, 6), Request: req, Response: &resp})
+			ops = append(ops, traces.Op{Client: 1, Call: c.call, Return: c.ret, Request: req, Response: &resp})
 		}
 		return nil
 	}
@@ -355,7 +461,8 @@ func (r *Recorder) trace(system string, head int64) (*traces.Trace, error) {
 			}
 		}
 		s = next
-		ops = append(ops, traces.Op{Client: 1, Call: tick(rev, 0), Return: tick(rev, 1), Request: req, Response: &resp})
+		call, ret := times(rev)
+		ops = append(ops, traces.Op{Client: 1, Call: call, Return: ret, Request: req, Response: &resp})
 		i = j
 	}
 	if s.Revision() != head {
@@ -365,20 +472,25 @@ func (r *Recorder) trace(system string, head int64) (*traces.Trace, error) {
 		return nil, err
 	}
 
-	run, err := r.run(uids)
+	run, info, err := r.run(uids)
 	if err != nil {
 		return nil, err
 	}
 	return &traces.Trace{
 		Header: traces.Header{System: system, SystemVersion: "k8s.io/apiserver " + APIServerVersion + " watch cache over etcd 3.7.3",
-			Start: time.Now().UTC().Format(time.RFC3339), Tool: "internal/cachertest"},
-		Ops: ops,
-		K8s: run,
+			Start: r.t0.UTC().Format(time.RFC3339Nano), Tool: "internal/cachertest", UniqueValues: true, BaseCompactRevision: ptrTo(int64(-1))},
+		Ops:     ops,
+		K8s:     run,
+		K8sInfo: info,
 	}, nil
 }
 
-// run converts the recorded lists and watches into the model's run.
-func (r *Recorder) run(uids map[string]int64) (*k8s.Run, error) {
+func ptrTo[T any](v T) *T { return &v }
+
+// run converts the recorded lists and watches into the model's run, and
+// their times and ids (a watch's id is its number from 1, in the order
+// the watches were made).
+func (r *Recorder) run(uids map[string]int64) (*k8s.Run, *traces.K8sInfo, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	obj := func(o rawObject) k8s.Object {
@@ -386,6 +498,7 @@ func (r *Recorder) run(uids map[string]int64) (*k8s.Run, error) {
 		return k8s.Object{Key: o.key, Value: o.value, ResourceVersion: o.rv, UID: uids[o.uid]}
 	}
 	run := &k8s.Run{Prefix: GVR.Prefix("")}
+	info := &traces.K8sInfo{}
 	for _, l := range r.lists {
 		c := k8s.ListCall{Prefix: l.prefix, Options: l.opts, Before: l.before, After: l.after, CompactRevision: l.compacts}
 		if l.status != nil {
@@ -401,23 +514,56 @@ func (r *Recorder) run(uids map[string]int64) (*k8s.Run, error) {
 			c.First = &first
 		}
 		run.Lists = append(run.Lists, c)
+		info.Lists = append(info.Lists, traces.K8sListInfo{Call: l.call, Return: l.ret})
 	}
-	for _, w := range r.watches {
+	for i, w := range r.watches {
+		if w.end == 0 {
+			return nil, nil, fmt.Errorf("watch %d has not ended", i+1)
+		}
 		c := k8s.WatchCall{Prefix: w.prefix, Options: w.opts, Before: w.before, After: w.after, CompactRevision: w.compacts, Status: w.status}
 		for _, e := range w.events {
 			c.Events = append(c.Events, convertEvent(e, obj))
 		}
 		run.Watches = append(run.Watches, c)
+		info.Watches = append(info.Watches, traces.K8sWatchInfo{ID: i + 1, Time: w.call, End: w.end})
 	}
 	for _, e := range r.entries {
+		if ie := e.informer; ie != nil {
+			en := ie.entry
+			if ie.note != nil {
+				n := *ie.note
+				if ie.old != nil {
+					o := obj(*ie.old)
+					n.Old = &o
+				}
+				if ie.new != nil {
+					o := obj(*ie.new)
+					n.New = &o
+				}
+				en.Notification = &n
+			}
+			run.Entries = append(run.Entries, en)
+			info.Entries = append(info.Entries, traces.K8sEntryInfo{Time: e.time})
+			continue
+		}
 		if e.list >= 0 {
 			i := e.list
 			run.Entries = append(run.Entries, k8s.Entry{List: &i})
+			info.Entries = append(info.Entries, traces.K8sEntryInfo{Time: r.lists[i].ret})
 			continue
 		}
 		run.Entries = append(run.Entries, k8s.Entry{WatchEvent: &k8s.WatchEventEntry{Watch: e.watch, Event: run.Watches[e.watch].Events[e.event]}})
+		info.Entries = append(info.Entries, traces.K8sEntryInfo{Time: r.watches[e.watch].events[e.event].time})
 	}
-	return run, nil
+	info.Cache.Time = r.now() // the informer_cache record that names the prefix
+	if r.hasCache {
+		run.Cache = []k8s.Object{}
+		for _, o := range r.cache {
+			run.Cache = append(run.Cache, obj(o))
+		}
+		sort.Slice(run.Cache, func(i, j int) bool { return run.Cache[i].Key < run.Cache[j].Key })
+	}
+	return run, info, nil
 }
 
 func convertEvent(e rawEvent, obj func(rawObject) k8s.Object) k8s.WatchEvent {

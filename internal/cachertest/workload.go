@@ -38,6 +38,9 @@ type Outcome struct {
 	Terminated int
 	// Gone counts the answers 410 (lists and watches).
 	Gone int
+	// Inconsistent counts the lists made with the continue token of a 410
+	// (the inconsistent continuation, SPEC §4.5).
+	Inconsistent int
 }
 
 // Run drives the harness with cfg: it starts the cacher after the
@@ -97,13 +100,13 @@ func Run(ctx context.Context, h *Harness, cfg Config) (Outcome, error) {
 		report(c.run(ctx))
 	}()
 	wg.Wait()
-	out.Gone, out.Terminated = counts.get()
+	out.Gone, out.Terminated, out.Inconsistent = counts.get()
 	return out, errors.Join(errs...)
 }
 
 type outcomeCounter struct {
-	mu               sync.Mutex
-	gone, terminated int
+	mu                             sync.Mutex
+	gone, terminated, inconsistent int
 }
 
 func (c *outcomeCounter) add(gone, terminated int) {
@@ -113,10 +116,16 @@ func (c *outcomeCounter) add(gone, terminated int) {
 	c.terminated += terminated
 }
 
-func (c *outcomeCounter) get() (int, int) {
+func (c *outcomeCounter) addInconsistent() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.gone, c.terminated
+	c.inconsistent++
+}
+
+func (c *outcomeCounter) get() (int, int, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.gone, c.terminated, c.inconsistent
 }
 
 // writer makes creates, updates and deletes of random pods, and compactions.
@@ -261,13 +270,21 @@ func (l *lister) run(ctx context.Context) error {
 			l.counts.add(1, 0)
 		}
 		// Follow the continue tokens, some of them after more writes (and
-		// maybe a compaction).
-		for res.Continue != "" && i < l.cfg.Lists && l.rnd.IntN(5) != 0 {
+		// maybe a compaction) — also the token a 410 hands out, the
+		// inconsistent continuation (SPEC §4.5).
+		for (res.Continue != "" || res.Inconsistent != "") && i < l.cfg.Lists && l.rnd.IntN(5) != 0 {
+			token := res.Continue
+			if token == "" {
+				token = res.Inconsistent
+			}
 			if l.rnd.IntN(3) == 0 {
 				n, _, _ := l.w.state()
 				l.w.waitWrites(n + 1 + l.rnd.IntN(l.cfg.CompactEvery+1))
 			}
-			next := ListOptions{Namespace: o.Namespace, Continue: res.Continue, Limit: o.Limit}
+			next := ListOptions{Namespace: o.Namespace, Continue: token, Limit: o.Limit}
+			if token == res.Inconsistent {
+				l.counts.addInconsistent()
+			}
 			if res, err = l.h.List(ctx, next); err != nil {
 				return err
 			}

@@ -1,9 +1,15 @@
 // Package etcdtest starts real etcd servers (go.etcd.io/etcd/server/v3/embed)
-// in-process on loopback ports, for tests and for recording traces.
+// on loopback ports, for tests and for recording traces: in-process (the
+// default, cheapest) or, with [Options.Processes], each member as a child
+// process (the etcdmember helper command, built on demand) that [Cluster.Kill]
+// can SIGKILL — a real crash, which an in-process member cannot have.
 package etcdtest
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/url"
 	"os"
@@ -11,7 +17,9 @@ import (
 	"sync"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
 )
 
 // Version is the etcd version these servers run.
@@ -22,12 +30,16 @@ type Cluster struct {
 	// Endpoints are the members' client URLs.
 	Endpoints []string
 	members   []*member
+	opts      Options
 	tempDir   string // removed by Close when Start made it
+	binDir    string // the etcdmember binary of a process cluster, removed by Close
 }
 
 type member struct {
-	cfg *embed.Config
-	e   *embed.Etcd
+	mu  sync.Mutex
+	cfg MemberConfig
+	e   *embed.Etcd // in-process
+	p   *process    // child process
 }
 
 // Options shape a cluster.
@@ -39,6 +51,65 @@ type Options struct {
 	Dir string
 	// ProgressNotifyInterval, when set, is the watch progress-notify interval.
 	ProgressNotifyInterval time.Duration
+	// Processes runs each member as a child process, so that Kill can
+	// SIGKILL it. The helper is built with `go build` from this module's
+	// source (internal/etcdtest/etcdmember), which needs the go command
+	// and takes a few seconds (more on a cold build cache).
+	Processes bool
+}
+
+// MemberConfig is what one member needs; the etcdmember command takes it
+// as flags.
+type MemberConfig struct {
+	Name, Dir          string
+	ClientURL, PeerURL string
+	// InitialCluster is name=peerURL,... of every member.
+	InitialCluster string
+	// Existing restarts a member of a cluster that already exists.
+	Existing               bool
+	ProgressNotifyInterval time.Duration
+}
+
+// StartMember starts one member in this process and waits until it serves
+// clients (at most a minute).
+func StartMember(m MemberConfig) (*embed.Etcd, error) {
+	cfg := embed.NewConfig()
+	cfg.Name = m.Name
+	cfg.Dir = m.Dir
+	client, err := url.Parse(m.ClientURL)
+	if err != nil {
+		return nil, fmt.Errorf("client URL: %v", err)
+	}
+	peer, err := url.Parse(m.PeerURL)
+	if err != nil {
+		return nil, fmt.Errorf("peer URL: %v", err)
+	}
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*client}, []url.URL{*client}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*peer}, []url.URL{*peer}
+	cfg.InitialCluster = m.InitialCluster
+	if m.Existing {
+		cfg.ClusterState = embed.ClusterStateFlagExisting
+	}
+	cfg.TickMs, cfg.ElectionMs = 10, 100
+	cfg.LogLevel = "error"
+	cfg.LogOutputs = []string{"/dev/null"}
+	if m.ProgressNotifyInterval > 0 {
+		cfg.WatchProgressNotifyInterval = m.ProgressNotifyInterval
+	}
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("starting etcd member %s: %v", m.Name, err)
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+		return e, nil
+	case err := <-e.Err():
+		e.Close()
+		return nil, fmt.Errorf("etcd member %s failed: %v", m.Name, err)
+	case <-time.After(60 * time.Second):
+		e.Close()
+		return nil, fmt.Errorf("etcd member %s did not become ready within 60s", m.Name)
+	}
 }
 
 // freePorts reserves n loopback ports (released just before etcd binds them).
@@ -61,7 +132,7 @@ func freePorts(n int) ([]int, error) {
 	return ports, nil
 }
 
-// Start starts a cluster and waits until it serves.
+// Start starts a cluster and waits until every member serves.
 func Start(opts Options) (*Cluster, error) {
 	if opts.Members == 0 {
 		opts.Members = 1
@@ -74,34 +145,35 @@ func Start(opts Options) (*Cluster, error) {
 		}
 		tempDir = dir
 	}
+	c := &Cluster{tempDir: tempDir, opts: opts}
+	if opts.Processes {
+		bin, err := os.MkdirTemp("", "etcdmember-")
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+		c.binDir = bin
+		if err := buildMember(bin); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
 	ports, err := freePorts(2 * opts.Members)
 	if err != nil {
+		c.Close()
 		return nil, err
 	}
 	var initial []string
-	cfgs := make([]*embed.Config, opts.Members)
-	for i := range cfgs {
-		cfg := embed.NewConfig()
-		cfg.Name = fmt.Sprintf("m%d", i)
-		cfg.Dir = fmt.Sprintf("%s/%s", dir, cfg.Name)
-		client, _ := url.Parse(fmt.Sprintf("http://127.0.0.1:%d", ports[2*i]))
-		peer, _ := url.Parse(fmt.Sprintf("http://127.0.0.1:%d", ports[2*i+1]))
-		cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*client}, []url.URL{*client}
-		cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*peer}, []url.URL{*peer}
-		cfg.TickMs, cfg.ElectionMs = 10, 100
-		cfg.LogLevel = "error"
-		cfg.LogOutputs = []string{"/dev/null"}
-		if opts.ProgressNotifyInterval > 0 {
-			cfg.WatchProgressNotifyInterval = opts.ProgressNotifyInterval
-		}
-		initial = append(initial, fmt.Sprintf("%s=%s", cfg.Name, peer))
-		cfgs[i] = cfg
+	for i := range opts.Members {
+		m := MemberConfig{Name: fmt.Sprintf("m%d", i), ClientURL: fmt.Sprintf("http://127.0.0.1:%d", ports[2*i]),
+			PeerURL: fmt.Sprintf("http://127.0.0.1:%d", ports[2*i+1]), ProgressNotifyInterval: opts.ProgressNotifyInterval}
+		m.Dir = fmt.Sprintf("%s/%s", dir, m.Name)
+		initial = append(initial, fmt.Sprintf("%s=%s", m.Name, m.PeerURL))
+		c.members = append(c.members, &member{cfg: m})
+		c.Endpoints = append(c.Endpoints, m.ClientURL)
 	}
-	c := &Cluster{tempDir: tempDir}
-	for _, cfg := range cfgs {
-		cfg.InitialCluster = strings.Join(initial, ",")
-		c.Endpoints = append(c.Endpoints, cfg.ListenClientUrls[0].String())
-		c.members = append(c.members, &member{cfg: cfg})
+	for _, m := range c.members {
+		m.cfg.InitialCluster = strings.Join(initial, ",")
 	}
 	if err := c.startAll(); err != nil {
 		c.Close()
@@ -114,66 +186,151 @@ func (c *Cluster) startAll() error {
 	var wg sync.WaitGroup
 	errs := make([]error, len(c.members))
 	for i := range c.members {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = c.startMember(i)
-		}()
+		wg.Go(func() { errs[i] = c.Start(i) })
 	}
 	wg.Wait()
-	for _, err := range errs {
+	return errors.Join(errs...)
+}
+
+// Start starts member i again after Kill or Stop (on its data directory),
+// and waits until it serves. It does nothing to a running member.
+func (c *Cluster) Start(i int) error {
+	m := c.members[i]
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.e != nil || m.p != nil {
+		return nil
+	}
+	if c.opts.Processes {
+		p, err := startProcess(c.binDir, m.cfg)
 		if err != nil {
 			return err
 		}
+		m.p = p
+	} else {
+		e, err := StartMember(m.cfg)
+		if err != nil {
+			return err
+		}
+		m.e = e
+	}
+	// From now on it rejoins the cluster it bootstrapped.
+	m.cfg.Existing = true
+	return nil
+}
+
+// Stop stops member i gracefully (etcd's Close; SIGTERM for a process).
+func (c *Cluster) Stop(i int) error {
+	m := c.members[i]
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch {
+	case m.e != nil:
+		m.e.Close()
+		m.e = nil
+	case m.p != nil:
+		err := m.p.stop()
+		m.p = nil
+		return err
 	}
 	return nil
 }
 
-func (c *Cluster) startMember(i int) error {
-	m := c.members[i]
-	e, err := embed.StartEtcd(m.cfg)
-	if err != nil {
-		return fmt.Errorf("starting etcd member %s: %v", m.cfg.Name, err)
+// Kill kills member i with SIGKILL: it stops at once, without closing its
+// files or telling its peers. Only a cluster started with Options.Processes
+// has members that can be killed.
+func (c *Cluster) Kill(i int) error {
+	if !c.opts.Processes {
+		return errors.New("etcdtest: an in-process member cannot be killed; start the cluster with Options.Processes")
 	}
-	select {
-	case <-e.Server.ReadyNotify():
-		m.e = e
+	m := c.members[i]
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.p == nil {
 		return nil
-	case err := <-e.Err():
-		e.Close()
-		return fmt.Errorf("etcd member %s failed: %v", m.cfg.Name, err)
-	case <-time.After(60 * time.Second):
-		e.Close()
-		return fmt.Errorf("etcd member %s did not become ready within 60s", m.cfg.Name)
 	}
+	err := m.p.kill()
+	m.p = nil
+	return err
 }
 
-// Restart stops member i and starts it again on the same data directory.
+// Restart stops member i gracefully and starts it again on the same data
+// directory.
 func (c *Cluster) Restart(i int) error {
-	m := c.members[i]
-	if m.e != nil {
-		m.e.Close()
-		m.e = nil
+	if err := c.Stop(i); err != nil {
+		return err
 	}
-	m.cfg.ClusterState = embed.ClusterStateFlagExisting
-	return c.startMember(i)
+	return c.Start(i)
 }
 
-// Close stops every member (in parallel) and removes temporary data.
-func (c *Cluster) Close() {
-	var wg sync.WaitGroup
-	for _, m := range c.members {
-		if m.e == nil {
+// Leader returns the index of the member that is the leader, as the
+// members that answer see it, or -1 when none answers with one.
+func (c *Cluster) Leader(ctx context.Context) int {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return -1
+	}
+	defer cli.Close()
+	ids := make([]uint64, len(c.Endpoints))
+	var leader uint64
+	for i, ep := range c.Endpoints {
+		sctx, cancel := context.WithTimeout(ctx, time.Second)
+		st, err := cli.Status(sctx, ep)
+		cancel()
+		if err != nil {
 			continue
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			m.e.Close()
-		}()
+		ids[i] = st.Header.MemberId
+		if st.Leader != 0 {
+			leader = st.Leader
+		}
+	}
+	for i, id := range ids {
+		if id != 0 && id == leader {
+			return i
+		}
+	}
+	return -1
+}
+
+// KillOrRestart disrupts one member, as a test of clients riding through
+// failures does, and says what it did: with kill, it kills a member
+// (SIGKILL; the leader when leader is set and one is known) and starts it
+// again after down; otherwise it restarts one gracefully. rng picks the
+// member.
+func (c *Cluster) KillOrRestart(ctx context.Context, rng *rand.Rand, kill, leader bool, down time.Duration) (string, error) {
+	i, who := rng.IntN(len(c.members)), ""
+	if leader {
+		if l := c.Leader(ctx); l >= 0 {
+			i, who = l, " (the leader)"
+		}
+	}
+	name := c.members[i].cfg.Name
+	if !kill {
+		return fmt.Sprintf("restarted member %s%s gracefully", name, who), c.Restart(i)
+	}
+	if err := c.Kill(i); err != nil {
+		return "", err
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(down):
+	}
+	return fmt.Sprintf("killed member %s%s (SIGKILL), started again after %v", name, who, down), c.Start(i)
+}
+
+// Close stops every member (in parallel, killing processes that do not stop
+// within 20 s) and removes temporary data.
+func (c *Cluster) Close() {
+	var wg sync.WaitGroup
+	for i := range c.members {
+		wg.Go(func() { c.Stop(i) })
 	}
 	wg.Wait()
 	if c.tempDir != "" {
 		os.RemoveAll(c.tempDir)
+	}
+	if c.binDir != "" {
+		os.RemoveAll(c.binDir)
 	}
 }

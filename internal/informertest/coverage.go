@@ -24,6 +24,7 @@ const (
 	CovTombstone         = "tombstone delivered (DeletedFinalStateUnknown)"
 	CovLateHandler       = "initial-list add to a handler added late"
 	CovResync            = "periodic resync"
+	CovResyncLateHandler = "handler added late while resync is on"
 	CovWatchList         = "WatchList state (initial-events-end bookmark)"
 	CovBookmark          = "bookmark"
 	CovSameRV            = "same-resourceVersion update"
@@ -111,7 +112,7 @@ func (c *Coverage) countRun(run *k8s.Run) {
 		}
 	}
 	joined := map[int]bool{}
-	started := false
+	started, resync := false, false
 	last := map[[2]any]int64{}
 	for _, e := range run.Entries {
 		switch {
@@ -121,6 +122,7 @@ func (c *Coverage) countRun(run *k8s.Run) {
 			joined[*e.HandlerAdded] = started
 		case e.Resync:
 			c.add(CovResync, 1)
+			resync = true
 		case e.Notification != nil:
 			n := e.Notification
 			if n.Tombstone {
@@ -128,6 +130,9 @@ func (c *Coverage) countRun(run *k8s.Run) {
 			}
 			if n.InInitialList && joined[n.Handler] {
 				c.add(CovLateHandler, 1)
+				if resync {
+					c.add(CovResyncLateHandler, 1)
+				}
 			}
 			if n.New != nil {
 				k := [2]any{n.Handler, n.Key()}

@@ -40,7 +40,7 @@ type Config struct {
 	// PageSize of the Reflector's lists (0: the default).
 	PageSize int64
 	// OnResync must be called when a periodic resync starts, before its
-	// notifications, by subjects that can tell (SPEC §5.7 needs the mark).
+	// notifications (SPEC §5.7 needs the mark).
 	OnResync func()
 }
 
@@ -70,7 +70,11 @@ type Registration interface{ HasSynced() bool }
 // k8s.Notification and pass it to Handle.
 type Sink struct {
 	ID int
-	h  *Harness
+	// Resync, when set, is the handler's own resync period (client-go's
+	// AddEventHandlerWithResyncPeriod; 0: the handler wants no resync);
+	// nil: the informer's default.
+	Resync *time.Duration
+	h      *Harness
 }
 
 // Handle records a call of the handler, after the handler's gate (a slow
@@ -274,15 +278,20 @@ func (h *Harness) Advance(d time.Duration) {
 	h.Settle()
 }
 
-// AddHandler registers the next handler (before the start, or late).
-func (h *Harness) AddHandler() {
+// AddHandler registers the next handler (before the start, or late), with
+// the informer's resync period.
+func (h *Harness) AddHandler() { h.AddHandlerWithResync(nil) }
+
+// AddHandlerWithResync registers the next handler with its own resync
+// period (nil: the informer's; 0: none).
+func (h *Harness) AddHandlerWithResync(period *time.Duration) {
 	h.t.Helper()
 	h.mu.Lock()
 	inf, id := h.inf, h.handlers
 	h.handlers++
 	h.mu.Unlock()
 	h.Rec.HandlerAdded(id)
-	reg, err := inf.AddHandler(&Sink{ID: id, h: h})
+	reg, err := inf.AddHandler(&Sink{ID: id, Resync: period, h: h})
 	if err != nil {
 		h.t.Fatalf("AddHandler: %v", err)
 	}
@@ -291,8 +300,13 @@ func (h *Harness) AddHandler() {
 	h.mu.Unlock()
 }
 
-// Start creates an informer with handlers handlers and runs it.
-func (h *Harness) Start(handlers int) {
+// Start creates an informer with handlers handlers (the informer's resync
+// period each) and runs it.
+func (h *Harness) Start(handlers int) { h.StartWithResync(make([]*time.Duration, handlers)...) }
+
+// StartWithResync creates an informer with one handler per period (nil:
+// the informer's resync period) and runs it.
+func (h *Harness) StartWithResync(periods ...*time.Duration) {
 	inf := h.subject.New(h.LW, h.cfg)
 	if p, ok := inf.(Pausable); ok {
 		p.PauseProcessing(h.Processing)
@@ -300,8 +314,8 @@ func (h *Harness) Start(handlers int) {
 	h.mu.Lock()
 	h.inf, h.regs, h.handlers = inf, map[int]Registration{}, 0
 	h.mu.Unlock()
-	for range handlers {
-		h.AddHandler()
+	for _, p := range periods {
+		h.AddHandlerWithResync(p)
 	}
 	var rctx context.Context
 	rctx, h.cancel = context.WithCancel(h.ctx)
@@ -341,12 +355,12 @@ func (h *Harness) stop() *k8s.Run {
 	return h.Rec.Finish(inf.Cache())
 }
 
-// Restart stops the informer and starts a new one with handlers handlers:
-// a new run.
-func (h *Harness) Restart(handlers int) {
+// Restart stops the informer and starts a new one with a handler per
+// period: a new run.
+func (h *Harness) Restart(periods ...*time.Duration) {
 	h.stop()
 	h.Rec.NewRun()
-	h.Start(handlers)
+	h.StartWithResync(periods...)
 }
 
 // Quiesce opens every gate and waits until the informer agrees with the
@@ -467,7 +481,26 @@ func explore(t *rapid.T, subject Subject, opts Options) (*Recorder, Config, [][]
 	for n := rapid.IntRange(0, 4).Draw(t, "initialWrites"); n > 0; n-- {
 		write()
 	}
-	handlers := rapid.IntRange(1, 2).Draw(t, "handlers")
+	// With resync on, each handler draws its own period
+	// (AddEventHandlerWithResyncPeriod): the informer's, none, or another.
+	drawPeriod := func() *time.Duration {
+		if cfg.ResyncPeriod == 0 {
+			return nil
+		}
+		switch rapid.IntRange(0, 3).Draw(t, "handlerResync") {
+		case 0:
+			return nil
+		case 1:
+			p := time.Duration(0)
+			return &p
+		}
+		p := rapid.SampledFrom([]time.Duration{5 * time.Second, 30 * time.Second, 2 * time.Minute}).Draw(t, "handlerResyncPeriod")
+		return &p
+	}
+	var periods []*time.Duration
+	for n := rapid.IntRange(1, 2).Draw(t, "handlers"); n > 0; n-- {
+		periods = append(periods, drawPeriod())
+	}
 	h.LW.OnList = func(o informer.ListOptions) {
 		h.mu.Lock()
 		_, pausable := h.inf.(Pausable)
@@ -476,7 +509,7 @@ func explore(t *rapid.T, subject Subject, opts Options) (*Recorder, Config, [][]
 			opts.Coverage.add(CovRelistWhilePaused, 1)
 		}
 	}
-	h.Start(handlers)
+	h.StartWithResync(periods...)
 	writes := func(label string) func() {
 		return func() {
 			for n := rapid.IntRange(1, 3).Draw(t, label); n > 0; n-- {
@@ -503,13 +536,12 @@ func explore(t *rapid.T, subject Subject, opts Options) (*Recorder, Config, [][]
 		case a == 11:
 			toggle(h.Processing)
 		case a == 12:
-			// Not with a resync period: handlers then resync at their own
-			// times, and SPEC §5.4 LateHandler (the late handler's stream
-			// equals the first handler's) does not allow for the syncs one
-			// gets and the other does not (client-go sends a sync only to
-			// the handlers whose resync is due, kubernetes#87957).
-			if !opts.NoLateHandlers && cfg.ResyncPeriod == 0 && h.handlers < 3 {
-				h.AddHandler()
+			// With resync on, handlers resync at their own times and get
+			// different same-resourceVersion updates (client-go sends them
+			// only to the handlers whose resync is due, kubernetes#87957):
+			// SPEC §5.4 compares their other notifications.
+			if !opts.NoLateHandlers && h.handlers < 3 {
+				h.AddHandlerWithResync(drawPeriod())
 			}
 		case a == 13 || a == 14:
 			time.Sleep(rapid.SampledFrom([]time.Duration{10 * time.Millisecond, time.Second, 5 * time.Second, 40 * time.Second, 3 * time.Minute}).Draw(t, "advance"))
@@ -519,7 +551,7 @@ func explore(t *rapid.T, subject Subject, opts Options) (*Recorder, Config, [][]
 			h.StoreLW.RequestBookmarks()
 		case a == 17:
 			if !opts.NoRestart && rapid.IntRange(0, 3).Draw(t, "restart") == 0 {
-				h.Restart(handlers)
+				h.Restart(periods...)
 				opts.Coverage.add(CovRestart, 1)
 			}
 		case a == 18:
@@ -576,8 +608,7 @@ func describe(vs []spec.Violation) string {
 // Dump writes run as a trace file in the temporary directory and says
 // where, for `watchspec check` and for reading.
 func (r *Recorder) Dump(run *k8s.Run, what string) string {
-	tr := r.Trace("informertest", "")
-	tr.K8s = run
+	tr := r.TraceOf(run, "informertest", "")
 	f, err := os.CreateTemp("", "informer-"+what+"-*.ndjson")
 	if err != nil {
 		return "(could not write the trace: " + err.Error() + ")"

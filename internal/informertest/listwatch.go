@@ -97,10 +97,14 @@ func (lw *ListWatch) List(ctx context.Context, o informer.ListOptions) (*informe
 	if lw.OnList != nil {
 		lw.OnList(o)
 	}
+	call := lw.r.clock()
 	before, compacted := lw.r.st.Revision(), lw.r.st.CompactRevision()
 	l, err := lw.inner.List(ctx, o)
 	after := lw.r.st.Revision()
-	lw.r.recordList(o, l, err, before, after, compacted)
+	if lw.r.st.CompactRevision() != compacted {
+		compacted = 0 // compacted while it was answered: which was in force is unknown
+	}
+	lw.r.recordList(o, l, err, before, after, compacted, call)
 	if lw.Observe != nil {
 		lw.Observe()
 	}
@@ -109,15 +113,20 @@ func (lw *ListWatch) List(ctx context.Context, o informer.ListOptions) (*informe
 
 // Watch implements informer.ListerWatcher.
 func (lw *ListWatch) Watch(ctx context.Context, o informer.WatchOptions) (informer.Watcher, error) {
-	before := lw.r.st.Revision()
+	call := lw.r.clock()
+	before, compacted := lw.r.st.Revision(), lw.r.st.CompactRevision()
 	inner, err := lw.inner.Watch(ctx, o)
+	after := lw.r.st.Revision()
+	if lw.r.st.CompactRevision() != compacted {
+		compacted = 0 // compacted while it was answered: which was in force is unknown
+	}
 	if err != nil {
 		if status(err) != nil {
-			lw.r.watchStarted(o, before, err)
+			lw.r.watchStarted(o, before, after, compacted, call, err)
 		}
 		return nil, err
 	}
-	id, run := lw.r.watchStarted(o, before, nil)
+	id, run := lw.r.watchStarted(o, before, after, compacted, call, nil)
 	w := &watcher{lw: lw, inner: inner, id: id, run: run, ch: make(chan informer.Event), stop: make(chan struct{})}
 	lw.mu.Lock()
 	lw.open[w] = struct{}{}

@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/watchspec/watchspec/impl/informer"
 	"github.com/watchspec/watchspec/impl/store"
@@ -26,19 +27,27 @@ import (
 
 // Recorder records one informer's runs over a store, and the writes that
 // make the store's history. All its methods are safe for concurrent use.
+//
+// Every record carries its time: nanoseconds since the Recorder was made,
+// on the clock of its goroutine (inside a testing/synctest bubble, the
+// bubble's fake clock), taken under the lock that orders the log, so the
+// log's times never decrease (docs/TRACE_FORMAT.md, "Order").
 type Recorder struct {
 	st     *store.Store
 	prefix string
+	t0     time.Time
 
-	mu    sync.Mutex
-	runs  []*k8s.Run
-	cur   *k8s.Run
-	views map[int]map[string]k8s.Object // the current run's handlers' views
-	first map[string]*k8s.ListResult    // continue token → the first page of its list
+	mu      sync.Mutex
+	runs    []*k8s.Run
+	infos   map[*k8s.Run]*traces.K8sInfo // the times and watch ids of each run
+	cur     *k8s.Run
+	info    *traces.K8sInfo               // infos[cur]
+	views   map[int]map[string]k8s.Object // the current run's handlers' views
+	first   map[string]*k8s.ListResult    // continue token → the first page of its list
+	watchID int                           // the last watch id given (ids are unique across runs)
 
 	model kv.State
 	ops   []traces.Op
-	tick  int64
 
 	lastSyncedRV int64
 	synced       map[int]bool
@@ -48,9 +57,21 @@ type Recorder struct {
 // The store must be fresh (nothing written yet); every write must go through
 // the Recorder.
 func NewRecorder(st *store.Store, prefix string) *Recorder {
-	r := &Recorder{st: st, prefix: prefix, model: kv.Start(st.Revision())}
+	r := &Recorder{st: st, prefix: prefix, t0: time.Now(), model: kv.Start(st.Revision()), infos: map[*k8s.Run]*traces.K8sInfo{}}
 	r.NewRun()
 	return r
+}
+
+// now returns the time of a record; the caller holds r.mu when the record
+// goes into the log.
+func (r *Recorder) now() int64 { return int64(time.Since(r.t0)) }
+
+// clock returns the time now, for a record not yet in the log (the call of
+// a list or a watch).
+func (r *Recorder) clock() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.now()
 }
 
 // Prefix returns the prefix the informer watches.
@@ -64,6 +85,8 @@ func (r *Recorder) NewRun() *k8s.Run {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.cur = &k8s.Run{Prefix: r.prefix}
+	r.info = &traces.K8sInfo{}
+	r.infos[r.cur] = r.info
 	r.runs = append(r.runs, r.cur)
 	r.views = map[int]map[string]k8s.Object{}
 	r.first = map[string]*k8s.ListResult{}
@@ -79,7 +102,12 @@ func (r *Recorder) Runs() []*k8s.Run {
 	return append([]*k8s.Run(nil), r.runs...)
 }
 
-func (r *Recorder) entry(e k8s.Entry) { r.cur.Entries = append(r.cur.Entries, e) }
+// entry appends e to the current run's log, at the current time; the
+// caller holds r.mu.
+func (r *Recorder) entry(e k8s.Entry) {
+	r.cur.Entries = append(r.cur.Entries, e)
+	r.info.Entries = append(r.info.Entries, traces.K8sEntryInfo{Time: r.now()})
+}
 
 // Start records that the informer starts now.
 func (r *Recorder) Start() {
@@ -162,6 +190,7 @@ func (r *Recorder) Finish(cache []k8s.Object) *k8s.Run {
 	defer r.mu.Unlock()
 	sort.Slice(cache, func(i, j int) bool { return cache[i].Key < cache[j].Key })
 	r.cur.Cache = cache
+	r.info.Cache = traces.K8sEntryInfo{Time: r.now()}
 	return r.cur
 }
 
@@ -199,8 +228,7 @@ func Object(o informer.Object) k8s.Object {
 // of client 1; the store must answer as the model does.
 func (r *Recorder) write(req kv.Request, do func() (kv.Response, error)) (kv.Response, error) {
 	r.mu.Lock()
-	call := r.tick
-	r.tick++
+	call := r.now()
 	r.mu.Unlock()
 	got, err := do()
 	if err != nil {
@@ -213,9 +241,7 @@ func (r *Recorder) write(req kv.Request, do func() (kv.Response, error)) (kv.Res
 		return kv.Response{}, fmt.Errorf("the store answered %+v to %+v, the model %+v", got, req, want)
 	}
 	r.model = next
-	ret := r.tick
-	r.tick++
-	r.ops = append(r.ops, traces.Op{Client: 1, Call: call, Return: ret, Request: req, Response: &got})
+	r.ops = append(r.ops, traces.Op{Client: 1, Call: call, Return: r.now(), Request: req, Response: &got})
 	return got, nil
 }
 
@@ -275,11 +301,28 @@ func (r *Recorder) History() (k8s.History, error) {
 // linearizability.Check (and watchspec check) validates.
 func (r *Recorder) Trace(system, version string) *traces.Trace {
 	r.mu.Lock()
+	run := r.cur
+	r.mu.Unlock()
+	return r.TraceOf(run, system, version)
+}
+
+// neverCompacted is the compaction in force when a Recorder starts: its
+// store is fresh.
+var neverCompacted int64 = -1
+
+// TraceOf returns the writes and run (one of [Recorder.Runs]) as a trace
+// (format version 2: every Kubernetes record timed, watches named by the
+// ids the recorder gave them).
+func (r *Recorder) TraceOf(run *k8s.Run, system, version string) *traces.Trace {
+	r.mu.Lock()
 	defer r.mu.Unlock()
+	info := *r.infos[run]
 	return &traces.Trace{
-		Header: traces.Header{System: system, SystemVersion: version, Start: "2026-11-30T00:00:00Z", Tool: "internal/informertest"},
-		Ops:    append([]traces.Op(nil), r.ops...),
-		K8s:    r.cur,
+		Header: traces.Header{System: system, SystemVersion: version, Start: "2026-11-30T00:00:00Z", Tool: "internal/informertest", UniqueValues: true,
+			BaseCompactRevision: &neverCompacted},
+		Ops:     append([]traces.Op(nil), r.ops...),
+		K8s:     run,
+		K8sInfo: &info,
 	}
 }
 
@@ -306,7 +349,11 @@ func status(err error) *k8s.Status {
 	return &k8s.Status{Code: s.Code, Reason: s.Reason, Message: s.Message}
 }
 
-func (r *Recorder) recordList(o informer.ListOptions, l *informer.List, err error, before, after, compacted int64) {
+// recordList records a list sent at call (a time) when before was
+// committed and the compaction in force was compacted (0: it changed
+// while the list was answered, so it is unknown), answered when after was
+// committed.
+func (r *Recorder) recordList(o informer.ListOptions, l *informer.List, err error, before, after, compacted, call int64) {
 	st := status(err)
 	if err != nil && st == nil {
 		return // not an answer of the server (the caller gave up)
@@ -337,16 +384,26 @@ func (r *Recorder) recordList(o informer.ListOptions, l *informer.List, err erro
 	r.cur.Lists = append(r.cur.Lists, c)
 	i := len(r.cur.Lists) - 1
 	r.entry(k8s.Entry{List: &i})
+	r.info.Lists = append(r.info.Lists, traces.K8sListInfo{Call: call, Return: r.info.Entries[len(r.info.Entries)-1].Time})
 }
 
-// watchStarted records a watch; it returns its index in the run and the run.
-func (r *Recorder) watchStarted(o informer.WatchOptions, before int64, err error) (int, *k8s.Run) {
+// watchStarted records a watch sent at call (a time) when before was
+// committed and the compaction in force was compacted (0: unknown), and,
+// for a watch refused, answered when after was committed; it returns its
+// index in the run and the run.
+func (r *Recorder) watchStarted(o informer.WatchOptions, before, after, compacted, call int64, err error) (int, *k8s.Run) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	c := k8s.WatchCall{Prefix: r.prefix, Before: before, After: before, Status: status(err),
+	c := k8s.WatchCall{Prefix: r.prefix, Before: before, After: before, CompactRevision: compacted, Status: status(err),
 		Options: k8s.WatchOptions{ResourceVersion: o.ResourceVersion, ResourceVersionMatch: o.ResourceVersionMatch,
 			SendInitialEvents: o.SendInitialEvents, AllowWatchBookmarks: o.AllowWatchBookmarks}}
+	r.watchID++
+	w := traces.K8sWatchInfo{ID: r.watchID, Time: call}
+	if c.Status != nil {
+		c.After, w.End = after, r.now() // refused: it ends where it was answered
+	}
 	r.cur.Watches = append(r.cur.Watches, c)
+	r.info.Watches = append(r.info.Watches, w)
 	return len(r.cur.Watches) - 1, r.cur
 }
 
@@ -380,4 +437,5 @@ func (r *Recorder) watchEnded(run *k8s.Run, id int) {
 	defer r.mu.Unlock()
 	c := &run.Watches[id]
 	c.After = max(c.After, after)
+	r.infos[run].Watches[id].End = r.now()
 }

@@ -33,6 +33,9 @@ type refInformer struct {
 func (r *refInformer) PauseProcessing(g *Gate) { r.gate = g }
 
 func (r *refInformer) AddHandler(sink *Sink) (Registration, error) {
+	if sink.Resync != nil {
+		return r.s.AddEventHandlerWithResyncPeriod(refHandler{sink}, *sink.Resync)
+	}
 	return r.s.AddEventHandler(refHandler{sink})
 }
 

@@ -46,8 +46,11 @@ func TestExplore(t *testing.T) {
 	if os.Getenv("KINEX_DIAG") != "" {
 		diagnose(tr)
 	}
-	res, err := linearizability.Check(tr, linearizability.Options{Timeout: time.Minute, HTMLDir: "/tmp/kx"})
+	res, err := linearizability.Check(tr, linearizability.Options{Timeout: time.Minute})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := res.WriteHTML("/tmp/kx"); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("%s %s %d violations", res.Verdict, res.Method, len(res.Violations))

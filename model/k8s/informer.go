@@ -89,9 +89,34 @@ type Run struct {
 
 // CheckInformer decides the informer contract, docs/SPEC.md §5, for a run
 // against the store's history h; it also checks every list and watch of the
-// run with [CheckList] and [CheckWatch].
+// run with [CheckList] and [CheckWatch]. It gives the default verdict: what
+// Kubernetes and client-go guarantee. [CheckInformerWith] adds the
+// stronger expectations watchspec recommends.
 func CheckInformer(h History, run Run) []spec.Violation {
-	c := &informerCheck{h: h, run: run, views: map[int]map[string]*seen{}}
+	return CheckInformerWith(h, run, Expectations{})
+}
+
+// Expectations are rules stronger than what Kubernetes guarantees, which
+// watchspec recommends and a strict profile turns on (docs/SPEC.md names
+// each where it states the rule it strengthens). A violated expectation is
+// reported under the property it strengthens. The zero value expects
+// nothing beyond the default verdict.
+type Expectations struct {
+	// StrictFreshStart (§5.8): the informer's first sync is not older than
+	// what was committed before it started, even when it was read at
+	// resourceVersion "0" — which the API lets a cache answer from any
+	// revision, and client-go's first list uses when WatchList is off or
+	// failed (kubernetes#59848, open).
+	StrictFreshStart bool
+}
+
+// The names of the expectations, as docs/SPEC.md spells them.
+const ExpectStrictFreshStart = "StrictFreshStart"
+
+// CheckInformerWith is [CheckInformer] holding the run to the expectations
+// e as well.
+func CheckInformerWith(h History, run Run, e Expectations) []spec.Violation {
+	c := &informerCheck{h: h, run: run, expect: e, views: map[int]map[string]*seen{}}
 	for _, l := range run.Lists {
 		c.out = append(c.out, CheckList(h, l)...)
 	}
@@ -113,6 +138,7 @@ type seen struct {
 type informerCheck struct {
 	h       History
 	run     Run
+	expect  Expectations
 	out     []spec.Violation
 	views   map[int]map[string]*seen // handler → key → last seen
 	order   []int                    // handlers in registration order
@@ -184,13 +210,10 @@ func (c *informerCheck) walk() {
 			if l.Result.Status != nil {
 				break
 			}
-			if firstList {
+			if firstList && l.Options.Continue == "" {
 				firstList = false
-				// §5.8 FreshStart: the first sync is not older than the start.
-				if l.Result.ResourceVersion < startRev && l.Options.Continue == "" {
-					c.fail(spec.FreshStart, []int64{l.Result.ResourceVersion, startRev}, []string{c.run.Prefix},
-						"the informer's first list is at revision %d, older than revision %d committed before it started (kubernetes#59848)", l.Result.ResourceVersion, startRev)
-				}
+				sem, _, _ := ListSemantic(l.Options)
+				c.freshStart("list", l.Options.ResourceVersion, sem, l.Result.ResourceVersion, startRev, len(CheckList(c.h, l)) > 0)
 			}
 			keys := map[string]bool{}
 			for _, o := range l.Result.Items {
@@ -207,10 +230,9 @@ func (c *informerCheck) walk() {
 			rev := e.WatchEvent.Event.Object.ResourceVersion
 			if firstList {
 				firstList = false
-				if rev < startRev {
-					c.fail(spec.FreshStart, []int64{rev, startRev}, []string{c.run.Prefix},
-						"the informer's first WatchList state is at revision %d, older than revision %d committed before it started (kubernetes#59848)", rev, startRev)
-				}
+				w := c.run.Watches[e.WatchEvent.Watch]
+				start, _ := WatchSemantic(w.Options)
+				c.freshStart("WatchList state", w.Options.ResourceVersion, start.Semantic, rev, startRev, len(CheckWatch(c.h, w)) > 0)
 			}
 			keys := map[string]bool{}
 			for _, ev := range c.run.Watches[e.WatchEvent.Watch].Events {
@@ -248,6 +270,32 @@ func (c *informerCheck) walk() {
 	if c.quiesced >= 0 {
 		c.converges()
 	}
+}
+
+// freshStart decides §5.8 FreshStart for the informer's first sync, at
+// revision rev, read with resourceVersion asked (semantic sem), for an
+// informer started when startRev was committed. A sync at resourceVersion
+// "0" may be stale (the API lets a cache serve any revision, and
+// client-go's first list uses "0": kubernetes#59848) unless the
+// StrictFreshStart expectation is on. A stale sync read consistently
+// breaks the server's rule (§4.1, §4.3), which the request's own check
+// reports (serverFault): it is not reported again.
+func (c *informerCheck) freshStart(what, asked string, sem Semantic, rev, startRev int64, serverFault bool) {
+	if rev >= startRev || serverFault {
+		return
+	}
+	if sem == Any && !c.expect.StrictFreshStart {
+		return
+	}
+	why := fmt.Sprintf("the informer asked for resourceVersion %q, which does not promise a state as fresh as its start", asked)
+	switch sem {
+	case MostRecent:
+		why = "a consistent read (resourceVersion unset) is not older than what was committed before it was sent"
+	case Any:
+		why = "a first list at resourceVersion \"0\" may be served by a stale cache (kubernetes#59848); the StrictFreshStart expectation forbids it"
+	}
+	c.fail(spec.FreshStart, []int64{rev, startRev}, []string{c.run.Prefix},
+		"the informer's first %s is at revision %d, older than revision %d committed before it started: %s", what, rev, startRev, why)
 }
 
 // legitimateRVs lists the revisions an informer may adopt: those of lists,
@@ -314,6 +362,22 @@ func (c *informerCheck) notify(i int, n Notification) {
 			c.blame(n.Handler, key)
 			c.fail(spec.SameRVUpdate, []int64{obj.ResourceVersion}, []string{key},
 				"handler %d got %s of %q at the same resourceVersion %d again, with no resync or relist in between", n.Handler, n.Type, key, obj.ResourceVersion)
+		case n.Type == OnUpdate && n.Old != nil && (!last.present || *n.Old != last.obj):
+			// OnUpdate's old object is the state the informer's cache held
+			// before (client-go processDeltas: clientState.Get), which is
+			// the state this handler was last told of.
+			c.blame(n.Handler, key)
+			had := "it had been told the key was deleted"
+			if last.present {
+				had = fmt.Sprintf("it was last told of resourceVersion %d %q", last.obj.ResourceVersion, last.obj.Value)
+			}
+			c.fail(spec.InformerSubsequence, []int64{n.Old.ResourceVersion, last.obj.ResourceVersion}, []string{key},
+				"handler %d got OnUpdate of %q whose old object is resourceVersion %d %q, but %s", n.Handler, key, n.Old.ResourceVersion, n.Old.Value, had)
+		}
+		if n.Type == OnUpdate && n.Old != nil && last == nil && !c.faulty[n.Handler][key] {
+			c.blame(n.Handler, key)
+			c.fail(spec.InformerSubsequence, []int64{n.Old.ResourceVersion}, []string{key},
+				"handler %d got OnUpdate of %q (old resourceVersion %d) without having been told of the key before", n.Handler, key, n.Old.ResourceVersion)
 		}
 		view[key] = &seen{obj: obj, present: true, at: i, initial: n.InInitialList}
 	case OnDelete:
@@ -470,13 +534,17 @@ func (c *informerCheck) hasSynced() {
 
 // lateHandlers decides §5.4 LateHandler: a handler added after the start
 // first gets the cache's contents as initial-list adds, then exactly the
-// notifications the first handler got from that point on.
+// changes the first handler got from that point on. Same-resourceVersion
+// updates (a resync's or a relist's) are not compared: client-go sends them
+// only to the handlers whose resync is due (sharedProcessor.distribute with
+// sync, kubernetes#87957), so handlers with different resync periods get
+// different ones; §5.7 judges them.
 func (c *informerCheck) lateHandlers() {
 	if len(c.order) == 0 {
 		return
 	}
 	ref := c.order[0]
-	refNotes := c.notifications(ref)
+	refNotes := changes(c.notifications(ref), nil)
 	for _, h := range c.order[1:] {
 		if c.joined[h] < c.started || c.started < 0 || len(c.faulty[ref]) > 0 || len(c.faulty[h]) > 0 {
 			continue // before the start, or its notifications are already blamed
@@ -488,12 +556,36 @@ func (c *informerCheck) lateHandlers() {
 			initial[notes[k].New.Key] = *notes[k].New
 			k++
 		}
-		if !c.suffixMatches(refNotes, initial, notes[k:]) {
+		if !c.suffixMatches(refNotes, initial, changes(notes[k:], initial)) {
 			c.blame(h, "")
 			c.fail(spec.LateHandler, nil, nil,
 				"handler %d, added after the start, did not get the cache's contents followed by the same notifications as handler %d", h, ref)
 		}
 	}
+}
+
+// changes returns notes without the same-resourceVersion updates: those
+// whose new object is the one the handler already held for the key (view,
+// which changes does not modify, is what it held before notes).
+func changes(notes []Notification, view map[string]Object) []Notification {
+	held := make(map[string]Object, len(view))
+	for k, o := range view {
+		held[k] = o
+	}
+	var out []Notification
+	for _, n := range notes {
+		if n.Type == OnDelete {
+			delete(held, n.Key())
+			out = append(out, n)
+			continue
+		}
+		if o, ok := held[n.Key()]; ok && n.Type == OnUpdate && o == *n.New {
+			continue
+		}
+		held[n.Key()] = *n.New
+		out = append(out, n)
+	}
+	return out
 }
 
 func (c *informerCheck) notifications(h int) []Notification {
@@ -565,9 +657,9 @@ func Checks(run Run) map[spec.Property]int {
 			c[spec.RelistDeletes]++
 		case e.HandlerAdded != nil && started:
 			c[spec.LateHandler]++
-		case e.List != nil && c[spec.FreshStart] == 0:
+		case e.List != nil && started && c[spec.FreshStart] == 0:
 			c[spec.FreshStart]++
-		case e.WatchEvent != nil && e.WatchEvent.Event.InitialEventsEnd && c[spec.FreshStart] == 0:
+		case e.WatchEvent != nil && e.WatchEvent.Event.InitialEventsEnd && started && c[spec.FreshStart] == 0:
 			c[spec.FreshStart]++
 		}
 	}

@@ -162,12 +162,44 @@ func TestCheckList(t *testing.T) {
 			First: &k8s.ListResult{ResourceVersion: 6}, Result: k8s.ListResult{ResourceVersion: 6, Items: objs(h, 6)[1:]}}, nil},
 		{"continuation at another revision", k8s.ListCall{Options: k8s.ListOptions{Continue: prefix + "a", Limit: 1}, Before: 6, After: 6,
 			First: &k8s.ListResult{ResourceVersion: 5}, Result: k8s.ListResult{ResourceVersion: 6, Items: objs(h, 6)[1:]}}, []spec.Property{spec.ListResourceVersion}},
+		// §4.5 judges a 410 by the compaction in force when the list was
+		// answered: the recording's, or else the latest compaction at or
+		// below the revision committed when it returned (the compaction at
+		// 4 was made later than a list that returned at 3).
+		{"gone before any compaction", k8s.ListCall{Options: k8s.ListOptions{ResourceVersion: "2", ResourceVersionMatch: "Exact"}, Before: 3, After: 6, CompactRevision: -1, Result: gone}, []spec.Property{spec.Expired}},
+		{"gone before a later compaction", k8s.ListCall{Options: k8s.ListOptions{ResourceVersion: "2", ResourceVersionMatch: "Exact"}, Before: 3, After: 3, Result: gone}, []spec.Property{spec.Expired}},
+		{"gone after a compaction not recorded", k8s.ListCall{Options: k8s.ListOptions{ResourceVersion: "2", ResourceVersionMatch: "Exact"}, Before: 5, After: 5, Result: gone}, nil},
+		// A page's continue token starts the next page right after its last item.
+		{"continue token skips an object", k8s.ListCall{Options: k8s.ListOptions{ResourceVersion: "5", Limit: 1}, Before: 6, After: 6,
+			Result: k8s.ListResult{ResourceVersion: 5, Items: objs(h, 5)[:1], Continue: prefix + "b"}}, []spec.Property{spec.ListSnapshot}},
+		{"continue token repeats an object", k8s.ListCall{Options: k8s.ListOptions{ResourceVersion: "5", Limit: 2}, Before: 6, After: 6,
+			Result: k8s.ListResult{ResourceVersion: 5, Items: objs(h, 5)[:2], Continue: prefix + "a"}}, []spec.Property{spec.ListSnapshot}},
+		// The inconsistent continuation (SPEC §4.5): a 410 to a continuation
+		// of compacted history may hand out a token that continues from the
+		// same key at the latest revision.
+		{"410 with the inconsistent continuation", k8s.ListCall{Options: k8s.ListOptions{Continue: prefix + "a", Limit: 1}, Before: 6, After: 6,
+			First: &k8s.ListResult{ResourceVersion: 3}, Result: goneWith(prefix + "a")}, nil},
+		{"410 with a token from another key", k8s.ListCall{Options: k8s.ListOptions{Continue: prefix + "a", Limit: 1}, Before: 6, After: 6,
+			First: &k8s.ListResult{ResourceVersion: 3}, Result: goneWith(prefix + "b")}, []spec.Property{spec.Expired}},
+		{"410 to a first page with a token", k8s.ListCall{Options: k8s.ListOptions{ResourceVersion: "3", ResourceVersionMatch: "Exact", Limit: 1}, Before: 6, After: 6,
+			Result: goneWith(prefix + "a")}, []spec.Property{spec.Expired}},
+		{"inconsistent continuation", k8s.ListCall{Options: k8s.ListOptions{Continue: prefix + "a", Limit: 1}, Before: 6, After: 6,
+			First: ptr(goneWith(prefix + "a")), Result: k8s.ListResult{ResourceVersion: 6, Items: objs(h, 6)[1:]}}, nil},
+		{"inconsistent continuation at an old revision", k8s.ListCall{Options: k8s.ListOptions{Continue: prefix + "a", Limit: 1}, Before: 6, After: 6,
+			First: ptr(goneWith(prefix + "a")), Result: k8s.ListResult{ResourceVersion: 5, Items: objs(h, 5)[1:]}}, []spec.Property{spec.ListResourceVersion}},
+		{"inconsistent continuation answered 410", k8s.ListCall{Options: k8s.ListOptions{Continue: prefix + "a", Limit: 1}, Before: 6, After: 6,
+			First: ptr(goneWith(prefix + "a")), Result: gone}, []spec.Property{spec.Expired}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.call.Prefix = prefix
 			require.Equal(t, tc.want, props(k8s.CheckList(h, tc.call)), "%v", k8s.CheckList(h, tc.call))
 		})
 	}
+}
+
+// goneWith is a 410 that hands out the inconsistent continuation after key.
+func goneWith(key string) k8s.ListResult {
+	return k8s.ListResult{Status: &k8s.Status{Code: k8s.StatusGone, Reason: "Expired", Continue: key}}
 }
 
 func added(o k8s.Object) k8s.WatchEvent    { return k8s.WatchEvent{Type: k8s.Added, Object: o} }
@@ -241,6 +273,52 @@ func TestCheckWatch(t *testing.T) {
 			Status: &k8s.Status{Code: k8s.StatusGone}}, nil},
 		{"gone for the present", k8s.WatchCall{Options: k8s.WatchOptions{ResourceVersion: "6"}, Before: 6, After: 6,
 			Status: &k8s.Status{Code: k8s.StatusGone}}, []spec.Property{spec.Expired}},
+		// A watch cache that relisted at a revision after the watch was sent
+		// has nothing before it: "too old resource version" without any
+		// compaction (apiserver cacher GetIntervalLocked).
+		{"gone after the head moved on", k8s.WatchCall{Options: k8s.WatchOptions{ResourceVersion: "4"}, Before: 4, After: 6, CompactRevision: -1,
+			Status: &k8s.Status{Code: k8s.StatusGone}}, nil},
+		// Judged by when it was answered, not by the run's last compaction
+		// (at 4, made later).
+		{"gone for the present before a later compaction", k8s.WatchCall{Options: k8s.WatchOptions{ResourceVersion: "2"}, Before: 2, After: 2,
+			Status: &k8s.Status{Code: k8s.StatusGone}}, []spec.Property{spec.Expired}},
+		{"gone as its first event, for the present", k8s.WatchCall{Options: k8s.WatchOptions{ResourceVersion: "2"}, Before: 2, After: 2,
+			Events: []k8s.WatchEvent{{Type: k8s.Error, Status: &k8s.Status{Code: k8s.StatusGone}}}}, []spec.Property{spec.Expired}},
+		// A stream that ends inside its initial events delivered part of
+		// a state (a legacy watch's initial events have no order; mutation
+		// campaign finding K3).
+		{"ends inside its initial state", k8s.WatchCall{Options: k8s.WatchOptions{ResourceVersion: "0"}, Before: 6, After: 6,
+			Events: []k8s.WatchEvent{added(at("c", 5))}}, nil},
+		{"ends inside its initial state, with an error", k8s.WatchCall{Options: k8s.WatchOptions{ResourceVersion: "0"}, Before: 6, After: 6,
+			Events: []k8s.WatchEvent{added(at("c", 5)), {Type: k8s.Error, Status: &k8s.Status{Code: 500}}}}, nil},
+		{"ends inside a state that never was", k8s.WatchCall{Options: k8s.WatchOptions{ResourceVersion: "0"}, Before: 6, After: 6,
+			Events: []k8s.WatchEvent{added(at("a", 2)), added(at("c", 5))}}, []spec.Property{spec.WatchStart}},
+		// A watch that silently skips history compacted when it was
+		// answered should have been answered 410: §3.11 CompactedCancel.
+		{"skips compacted history", k8s.WatchCall{Options: k8s.WatchOptions{ResourceVersion: "2"}, Before: 6, After: 6, CompactRevision: 4,
+			Events: []k8s.WatchEvent{added(at("c", 5)), deleted}}, []spec.Property{spec.CompactedCancel}},
+		{"skips compacted history, compaction not recorded", k8s.WatchCall{Options: k8s.WatchOptions{ResourceVersion: "2"}, Before: 6, After: 6,
+			Events: []k8s.WatchEvent{added(at("c", 5)), deleted}}, []spec.Property{spec.CompactedCancel}},
+		{"skips history never compacted", k8s.WatchCall{Options: k8s.WatchOptions{ResourceVersion: "2"}, Before: 6, After: 6, CompactRevision: -1,
+			Events: []k8s.WatchEvent{added(at("c", 5)), deleted}}, []spec.Property{spec.Resumable}},
+		{"compacted history served whole", k8s.WatchCall{Options: k8s.WatchOptions{ResourceVersion: "2"}, Before: 6, After: 6, CompactRevision: 4,
+			Events: []k8s.WatchEvent{added(at("b", 3)), modified(at("a", 4)), added(at("c", 5)), deleted}}, nil},
+		// KEP-3157 step 2b: changes may come between the initial events and
+		// the end bookmark, while the state catches up with the revision asked.
+		{"watch list catching up", k8s.WatchCall{Options: watchList, Before: 6, After: 6,
+			Events: []k8s.WatchEvent{added(at("a", 4)), added(at("b", 4)), added(at("c", 5)), deleted, bookmark(6, true)}}, nil},
+		{"watch list catching up, a creation first", k8s.WatchCall{Options: watchList, Before: 6, After: 6,
+			Events: []k8s.WatchEvent{added(at("a", 3)), added(at("b", 3)), modified(at("a", 4)), added(at("c", 5)), deleted, bookmark(6, true)}}, nil},
+		{"watch list catching up skips a change", k8s.WatchCall{Options: watchList, Before: 6, After: 6,
+			Events: []k8s.WatchEvent{added(at("a", 4)), added(at("b", 4)), deleted, bookmark(6, true)}}, []spec.Property{spec.Resumable}},
+		{"watch list catching up, bookmark short of the changes", k8s.WatchCall{Options: watchList, Before: 5, After: 6,
+			Events: []k8s.WatchEvent{added(at("a", 4)), added(at("b", 4)), added(at("c", 5)), deleted, bookmark(5, true)}}, []spec.Property{spec.InitialEventsEnd}},
+		{"watch list catching up to a stale revision", k8s.WatchCall{Options: watchList, Before: 6, After: 6,
+			Events: []k8s.WatchEvent{added(at("a", 4)), added(at("b", 4)), added(at("c", 5)), bookmark(5, true)}}, []spec.Property{spec.WatchStart}},
+		{"watch list, a plain bookmark before the end", k8s.WatchCall{Options: watchList, Before: 6, After: 6,
+			Events: []k8s.WatchEvent{added(at("a", 4)), added(at("b", 4)), bookmark(4, false), added(at("c", 5)), deleted, bookmark(6, true)}}, []spec.Property{spec.InitialEventsEnd}},
+		{"defaulted to a watch list, catching up", k8s.WatchCall{Options: k8s.WatchOptions{AllowWatchBookmarks: true}, Before: 6, After: 6,
+			Events: []k8s.WatchEvent{added(at("a", 4)), added(at("b", 4)), added(at("c", 5)), deleted, bookmark(6, true)}}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.call.Prefix = prefix
@@ -302,6 +380,7 @@ func validRun(h k8s.History) k8s.Run {
 // exactly its rule.
 func TestCheckInformer(t *testing.T) {
 	h, s := store(t)
+	h0 := h
 	require.Empty(t, k8s.CheckInformer(h, validRun(h)))
 	b3 := func() k8s.Object { kv, _ := s.Get(prefix+"b", 3); return k8s.FromKV(kv) }()
 	a2 := func() k8s.Object { kv, _ := s.Get(prefix+"a", 2); return k8s.FromKV(kv) }()
@@ -358,6 +437,34 @@ func TestCheckInformer(t *testing.T) {
 			r.Entries[1] = k8s.Entry{Start: &k8s.StartEntry{Revision: 7}}
 			return r
 		}, spec.FreshStart},
+		{"first list from an old resourceVersion", func(r k8s.Run) k8s.Run {
+			r.Lists = slices.Clone(r.Lists)
+			r.Lists[0].Options.ResourceVersion = "5"
+			r.Entries = slices.Clone(r.Entries)
+			r.Entries[1] = k8s.Entry{Start: &k8s.StartEntry{Revision: 7}}
+			return r
+		}, spec.FreshStart},
+		// §5.1: OnUpdate's old object is the state the handler was last told of.
+		{"fabricated old object", func(r k8s.Run) k8s.Run {
+			a, bad := objs(h, 6)[0], objs(h, 6)[0]
+			bad.Value = "forged"
+			return insert(r, 11, k8s.Entry{Resync: true}, k8s.Entry{Notification: &k8s.Notification{Handler: 0, Type: k8s.OnUpdate, Old: &bad, New: &a}})
+		}, spec.InformerSubsequence},
+		{"stale old object", func(r k8s.Run) k8s.Run {
+			a := objs(h, 6)[0]
+			return insert(r, 11, k8s.Entry{Resync: true}, k8s.Entry{Notification: &k8s.Notification{Handler: 0, Type: k8s.OnUpdate, Old: &a2, New: &a}})
+		}, spec.InformerSubsequence},
+		{"update of a key never added", func(r k8s.Run) k8s.Run {
+			return insert(r, 11, k8s.Entry{Notification: &k8s.Notification{Handler: 0, Type: k8s.OnUpdate, Old: &b3, New: &b3}})
+		}, spec.InformerSubsequence},
+		// §5.4: with resync on, handlers get different syncs, but the same changes.
+		{"late handler gets other changes, with resync", func(r k8s.Run) k8s.Run {
+			a, c := objs(h, 6)[0], objs(h, 6)[1]
+			return insert(r, 11, k8s.Entry{Resync: true},
+				k8s.Entry{Notification: &k8s.Notification{Handler: 0, Type: k8s.OnUpdate, Old: &a, New: &a}},
+				k8s.Entry{Notification: &k8s.Notification{Handler: 1, Type: k8s.OnDelete, Old: &c, Tombstone: true}},
+				k8s.Entry{Notification: &k8s.Notification{Handler: 1, Type: k8s.OnAdd, New: &c}})
+		}, spec.LateHandler},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			vs := k8s.CheckInformer(h, tc.run(validRun(h)))
@@ -371,6 +478,16 @@ func TestCheckInformer(t *testing.T) {
 		k8s.Entry{Notification: &k8s.Notification{Handler: 0, Type: k8s.OnUpdate, Old: &a, New: &a}},
 		k8s.Entry{Notification: &k8s.Notification{Handler: 1, Type: k8s.OnUpdate, Old: &a, New: &a}})
 	require.Empty(t, k8s.CheckInformer(h, run))
+
+	// With resync on, a sync goes only to the handlers whose resync is due
+	// (client-go, kubernetes#87957): the late handler's stream differs from
+	// the first's by syncs alone, which §5.4 does not compare.
+	for _, h := range []int{0, 1} {
+		run = validRun(h0)
+		run.Entries = slices.Insert(run.Entries, 11, k8s.Entry{Resync: true},
+			k8s.Entry{Notification: &k8s.Notification{Handler: h, Type: k8s.OnUpdate, Old: &a, New: &a}})
+		require.Empty(t, k8s.CheckInformer(h0, run), "only handler %d resynced", h)
+	}
 
 	// A WatchList's state is a relist (client-go's Reflector replaces its
 	// store with it): it makes a same-resourceVersion update legal (§5.7),
@@ -406,4 +523,48 @@ func TestCheckInformer(t *testing.T) {
 	run.Entries[1] = k8s.Entry{Start: &k8s.StartEntry{Revision: 7}}
 	vs := k8s.CheckInformer(h, run)
 	require.Equal(t, []spec.Property{spec.FreshStart}, props(vs), "%v", vs)
+}
+
+// SPEC §5.8 FreshStart: a first list at resourceVersion "0" may be served by
+// a stale cache (the API allows it; client-go's first list is at "0" when
+// WatchList is off, before 1.35 and after any WatchList failure;
+// kubernetes#59848 is open): not a violation by default, a violation under
+// the StrictFreshStart expectation. A first list at an old resourceVersion N
+// is the informer's own choice, and a violation either way.
+func TestFreshStart(t *testing.T) {
+	h, _ := store(t)
+	stale := func(rv string, resultRV int64) k8s.Run {
+		run := validRun(h)
+		run.Lists = slices.Clone(run.Lists)
+		run.Lists[0].Options.ResourceVersion = rv
+		run.Lists[0].Result = k8s.ListResult{ResourceVersion: resultRV, Items: objs(h, resultRV)}
+		run.Entries = slices.Clone(run.Entries)
+		run.Entries[1] = k8s.Entry{Start: &k8s.StartEntry{Revision: 7}}
+		run.Entries[6] = k8s.Entry{SyncedRV: ptr(resultRV)}
+		return run
+	}
+	strict := k8s.Expectations{StrictFreshStart: true}
+	for _, tc := range []struct {
+		name           string
+		run            k8s.Run
+		byDefault, all []spec.Property
+	}{
+		{"fresh", validRun(h), nil, nil},
+		{"at 0, stale", stale("0", 5), nil, []spec.Property{spec.FreshStart}},
+		{"at an old resourceVersion", stale("5", 5), []spec.Property{spec.FreshStart}, []spec.Property{spec.FreshStart}},
+		// A consistent list older than its Before is the server's fault,
+		// named once: §4.1.
+		{"consistent, served stale", func() k8s.Run {
+			r := stale("", 5)
+			r.Lists[0].Before, r.Lists[0].After = 6, 6
+			return r
+		}(), []spec.Property{spec.ListResourceVersion}, []spec.Property{spec.ListResourceVersion}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vs := k8s.CheckInformer(h, tc.run)
+			require.Equal(t, tc.byDefault, props(vs), "default: %v", vs)
+			vs = k8s.CheckInformerWith(h, tc.run, strict)
+			require.Equal(t, tc.all, props(vs), "StrictFreshStart: %v", vs)
+		})
+	}
 }

@@ -5,7 +5,9 @@
 // It is pure, like the rest of model/: the rules of resourceVersion on list
 // and watch are functions of the committed history ([CheckList],
 // [CheckWatch]); the informer contract is a validator over a recorded
-// informer run ([CheckInformer]).
+// informer run ([CheckInformer]). They give the default verdict — what
+// Kubernetes and client-go guarantee; [CheckInformerWith] adds the
+// [Expectations] watchspec recommends beyond it (the strict profile).
 //
 // Objects are stored as Kubernetes' apiserver stores them: under the key
 // /registry/<group>/<resource>/<namespace>/<name> (the core group has no

@@ -57,7 +57,9 @@ type WatchCall struct {
 // WatchStart, §4.4 InitialEventsEnd, §4.5 Expired) and then checks what
 // follows the initial state with the watch properties of §3, the events
 // read as etcd events (ADDED and MODIFIED as PUT, DELETED as DELETE,
-// BOOKMARK as a progress notification).
+// BOOKMARK as a progress notification). Skipped history below the
+// compaction in force when the watch was answered is §3.11
+// CompactedCancel: such a watch should have been answered 410.
 func CheckWatch(h History, c WatchCall) []spec.Violation {
 	var out []spec.Violation
 	fail := func(p spec.Property, revs []int64, keys []string, format string, args ...any) {
@@ -90,30 +92,35 @@ func CheckWatch(h History, c WatchCall) []spec.Violation {
 		refused = c.Events[0].Status
 	}
 	if refused != nil {
-		// A watch from the past may expire (the server's window may be
-		// shorter than the store's), and so may one that compaction
-		// overtook before it delivered anything; a watch from the present
-		// or the future that compaction did not overtake may not.
-		expired := start.Semantic == Exact && (start.From < c.Before || start.From+1 < h.oldest())
+		// A watch from a revision older than the head when it was answered
+		// may expire: the server's window is its own (a watch cache keeps
+		// a window of events, and after it relists it has nothing before
+		// the relist — apiserver cacher GetIntervalLocked — without any
+		// compaction). A watch from the head or the future may not.
+		answered := c.After
+		if answered == 0 {
+			answered = h.head() // when it was answered is not recorded
+		}
+		expired := start.Semantic == Exact && start.From < max(answered, c.Before)
 		if refused.Code == StatusGone && !expired {
-			fail(spec.Expired, []int64{start.From, c.Before}, nil, "410 Gone for a %s watch from revision %d, which is not older than the revision %d committed before it was sent, and no compaction overtook it",
-				start.Semantic, start.From, c.Before)
+			fail(spec.Expired, []int64{start.From, answered}, nil, "410 Gone for a %s watch from revision %d, which is not older than revision %d, the highest committed when it was answered",
+				start.Semantic, start.From, answered)
 		}
 		return out
 	}
 	events := c.Events
 	from := start.From
+	end := -1 // the index in events of the bookmark that ended the initial events
 	if start.InitialState {
-		var rest []WatchEvent
 		var ok bool
-		from, rest, ok = checkInitialState(h, c, start, fail)
+		from, events, end, ok = checkInitialState(h, c, start, fail)
 		if !ok {
 			return out
 		}
-		events = rest
 	}
-	// The rest is a watch of the prefix from revision from+1.
-	full := h.State.History()
+	// The rest is a watch of the prefix from revision from+1, over the
+	// history with the compaction in force when the watch was answered.
+	full := h.withCompaction(h.compactionInForce(c.CompactRevision, c.After))
 	req := watch.Request{Key: c.Prefix, RangeEnd: kv.PrefixEnd(c.Prefix), StartRevision: from + 1}
 	if !start.InitialState && start.Semantic == Any {
 		// sendInitialEvents=false at resourceVersion "" or "0": no state
@@ -122,13 +129,13 @@ func CheckWatch(h History, c WatchCall) []spec.Violation {
 		req.StartRevision = 0
 	}
 	v := watch.NewValidator(full, req)
-	for _, e := range events {
+	for i, e := range events {
 		var r watch.Response
 		switch e.Type {
 		case Error:
 			return out // the stream ends (a later 410 is the server's right)
 		case Bookmark:
-			if e.InitialEventsEnd {
+			if e.InitialEventsEnd && i != end {
 				fail(spec.InitialEventsEnd, []int64{e.Object.ResourceVersion}, nil, "a bookmark annotated %s outside the initial events", InitialEventsEndAnnotation)
 				continue
 			}
@@ -150,16 +157,20 @@ func CheckWatch(h History, c WatchCall) []spec.Violation {
 	return out
 }
 
+// isChange reports whether e is a change of an object (not a bookmark or an error).
+func isChange(e WatchEvent) bool { return e.Type == Added || e.Type == Modified || e.Type == Deleted }
+
 // defaulted reports whether the server defaulted sendInitialEvents on
 // watch c (see CheckWatch): a watch at resourceVersion "" or "0" that set
 // neither sendInitialEvents nor resourceVersionMatch, with bookmarks, whose
-// initial ADDED events end with a bookmark annotated k8s.io/initial-events-end.
+// initial ADDED events (and any changes after them, §4.4) end with a
+// bookmark annotated k8s.io/initial-events-end.
 func defaulted(c WatchCall, start WatchStart) bool {
 	if !start.InitialState || c.Options.SendInitialEvents != nil || !c.Options.AllowWatchBookmarks {
 		return false
 	}
 	for _, e := range c.Events {
-		if e.Type != Added {
+		if !isChange(e) {
 			return e.Type == Bookmark && e.InitialEventsEnd
 		}
 	}
@@ -180,30 +191,73 @@ func asKV(h *kv.History, o Object) kv.KeyValue {
 	return k
 }
 
-// checkInitialState checks the synthetic ADDED events a watch opens with and
-// returns the revision of their state and the events after them.
+// checkInitialState checks the synthetic ADDED events a watch opens with.
+// It returns the revision of their state, the events after them, and the
+// index among those of the bookmark that ended the initial events (−1 when
+// there is none), or false when there is nothing more to judge.
 func checkInitialState(h History, c WatchCall, start WatchStart,
-	fail func(spec.Property, []int64, []string, string, ...any)) (int64, []WatchEvent, bool) {
+	fail func(spec.Property, []int64, []string, string, ...any)) (int64, []WatchEvent, int, bool) {
 	n := 0
 	for n < len(c.Events) && c.Events[n].Type == Added {
 		n++
 	}
-	initial := c.Events[:n]
+	base := h.commits().Base()
 	if start.EndBookmark {
+		// ADDED… (a state at some revision S₀), then maybe changes after
+		// S₀ (KEP-3157 step 2b: the cache catching up), then the bookmark
+		// annotated k8s.io/initial-events-end at the revision S the state
+		// is synced to.
+		m := n
+		for m < len(c.Events) && isChange(c.Events[m]) {
+			m++
+		}
 		switch {
-		case n == len(c.Events):
-			return 0, nil, false // the end bookmark has not come (yet): nothing to judge
-		case c.Events[n].Type != Bookmark || !c.Events[n].InitialEventsEnd:
-			fail(spec.InitialEventsEnd, nil, []string{c.Events[n].Object.Key}, "the initial events end with a %s event, not a bookmark annotated %s", c.Events[n].Type, InitialEventsEndAnnotation)
-			return 0, nil, false
+		case m == len(c.Events):
+			return 0, nil, -1, false // the end bookmark has not come (yet): nothing to judge
+		case c.Events[m].Type != Bookmark || !c.Events[m].InitialEventsEnd:
+			fail(spec.InitialEventsEnd, nil, []string{c.Events[m].Object.Key}, "the initial events end with a %s event, not a bookmark annotated %s", c.Events[m].Type, InitialEventsEndAnnotation)
+			return 0, nil, -1, false
 		}
-		rev := c.Events[n].Object.ResourceVersion
-		if !sort.SliceIsSorted(initial, func(i, j int) bool { return initial[i].Object.Key < initial[j].Object.Key }) {
-			fail(spec.InitialEventsEnd, []int64{rev}, nil, "the initial events of a WatchList are not sorted by key")
+		rev := c.Events[m].Object.ResourceVersion
+		for _, e := range c.Events[n:m] {
+			if e.Object.ResourceVersion > rev {
+				fail(spec.InitialEventsEnd, []int64{rev, e.Object.ResourceVersion}, []string{e.Object.Key}, "the bookmark that ends the initial events is at revision %d, below the change at revision %d before it: the state is not synced to its revision", rev, e.Object.ResourceVersion)
+				return 0, nil, -1, false
+			}
 		}
-		checkState(h, c, start, rev, initial, fail)
-		return rev, c.Events[n+1:], true
+		switch {
+		case start.Semantic == MostRecent && rev < c.Before:
+			fail(spec.WatchStart, []int64{rev, c.Before}, nil, "a consistent WatchList synced to revision %d, older than revision %d committed before it was sent", rev, c.Before)
+		case start.Semantic == NotOlderThan && rev < start.From:
+			fail(spec.WatchStart, []int64{rev, start.From}, nil, "a WatchList from resourceVersion %d synced to the older revision %d", start.From, rev)
+		case c.After > 0 && rev > c.After:
+			fail(spec.WatchStart, []int64{rev, c.After}, nil, "initial events at revision %d, beyond the committed revision %d", rev, c.After)
+		}
+		// The state: the longest run of leading ADDED events that is the
+		// state at a revision S₀ ≤ S below the change after it; the events
+		// up to the bookmark are then the changes after S₀, which the
+		// bookmark (a progress notification at S) says are complete.
+		for k := n; k >= 0; k-- {
+			top := rev
+			if k < m {
+				top = min(top, c.Events[k].Object.ResourceVersion-1)
+			}
+			for s0 := top; s0 >= base; s0-- {
+				if diffObjects(h.Objects(c.Prefix, s0), sortedObjects(c.Events[:k])) != "" {
+					continue
+				}
+				initial := c.Events[:k]
+				if !sort.SliceIsSorted(initial, func(i, j int) bool { return initial[i].Object.Key < initial[j].Object.Key }) {
+					fail(spec.InitialEventsEnd, []int64{rev}, nil, "the initial events of a WatchList are not sorted by key")
+				}
+				return s0, c.Events[k:], m - k, true
+			}
+		}
+		fail(spec.WatchStart, []int64{rev}, nil, "the initial events are not the stored objects at revision %d, nor at any revision before it that the changes up to the bookmark continue: %s",
+			rev, diffObjects(h.Objects(c.Prefix, rev), sortedObjects(c.Events[:n])))
+		return 0, nil, -1, false
 	}
+	initial := c.Events[:n]
 	// Without an end bookmark the state's revision is not stated: find a
 	// revision whose state the leading ADDED events are (the longest prefix
 	// that is one), within what the semantic allows.
@@ -213,11 +267,17 @@ func checkInitialState(h History, c WatchCall, start WatchStart,
 	}
 	if start.Semantic == Any {
 		// Any revision still available when the watch was answered: not
-		// below the compaction then in force (when the recording knows it;
-		// else the history's last, which is stricter).
-		lo = max(h.oldest(), h.State.History().Base())
-		if c.CompactRevision != 0 {
-			lo = max(c.CompactRevision, h.State.History().Base())
+		// below the compaction then in force.
+		lo = max(h.compactionInForce(c.CompactRevision, c.After), base)
+	}
+	if n > 0 && (n == len(c.Events) || c.Events[n].Type == Error) {
+		// The stream ended inside its initial events: they need only be
+		// objects of one revision the semantic allows (a legacy watch's
+		// initial events have no order, so any of them may be missing).
+		for rev := hi; rev >= lo; rev-- {
+			if subsetOf(initial, h.Objects(c.Prefix, rev)) {
+				return 0, nil, -1, false // nothing more to judge
+			}
 		}
 	}
 	for k := n; k >= 0; k-- {
@@ -234,12 +294,26 @@ func checkInitialState(h History, c WatchCall, start WatchStart,
 		}
 		for rev := top; rev >= lo; rev-- {
 			if diffObjects(h.Objects(c.Prefix, rev), sortedObjects(initial[:k])) == "" {
-				return rev, c.Events[k:], true
+				return rev, c.Events[k:], -1, true
 			}
 		}
 	}
 	fail(spec.WatchStart, []int64{lo, hi}, nil, "the %d ADDED events a %s watch opens with are not the objects of any revision from %d to %d", n, start.Semantic, lo, hi)
-	return 0, nil, false
+	return 0, nil, -1, false
+}
+
+// subsetOf reports whether every object of evs is one of objs.
+func subsetOf(evs []WatchEvent, objs []Object) bool {
+	by := make(map[string]Object, len(objs))
+	for _, o := range objs {
+		by[o.Key] = o
+	}
+	for _, e := range evs {
+		if o, ok := by[e.Object.Key]; !ok || o != e.Object {
+			return false
+		}
+	}
+	return true
 }
 
 func sortedObjects(evs []WatchEvent) []Object {
@@ -249,21 +323,4 @@ func sortedObjects(evs []WatchEvent) []Object {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
 	return out
-}
-
-// checkState checks that initial is the state at rev, and rev what the
-// semantic allows.
-func checkState(h History, c WatchCall, start WatchStart, rev int64, initial []WatchEvent,
-	fail func(spec.Property, []int64, []string, string, ...any)) {
-	switch {
-	case start.Semantic == MostRecent && rev < c.Before:
-		fail(spec.WatchStart, []int64{rev, c.Before}, nil, "a consistent WatchList synced to revision %d, older than revision %d committed before it was sent", rev, c.Before)
-	case start.Semantic == NotOlderThan && rev < start.From:
-		fail(spec.WatchStart, []int64{rev, start.From}, nil, "a WatchList from resourceVersion %d synced to the older revision %d", start.From, rev)
-	case c.After > 0 && rev > c.After:
-		fail(spec.WatchStart, []int64{rev, c.After}, nil, "initial events at revision %d, beyond the committed revision %d", rev, c.After)
-	}
-	if d := diffObjects(h.Objects(c.Prefix, rev), sortedObjects(initial)); d != "" {
-		fail(spec.WatchStart, []int64{rev}, nil, "the initial events are not the stored objects at revision %d: %s", rev, d)
-	}
 }

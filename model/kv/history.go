@@ -16,12 +16,17 @@ import (
 //
 // A History is not safe for concurrent use.
 type History struct {
-	base        int64 // the revision before the first commit (0 means 1)
-	head        int64 // a head beyond the last commit, recorded by Skip (0: none)
-	commits     []Commit
-	compactions []int64
-	puts        map[putKey][]int64 // lazily built index for FindPut
-	indexed     int                // commits covered by puts
+	base int64 // the revision before the first commit (0 means 1)
+	// baseCompact is the compaction in force before the first commit, and
+	// baseCompactKnown whether it is exactly that (else at most that).
+	baseCompact      int64
+	baseCompactKnown bool
+	hasBaseCompact   bool
+	head             int64 // a head beyond the last commit, recorded by Skip (0: none)
+	commits          []Commit
+	compactions      []int64
+	puts             map[putKey][]int64 // lazily built index for FindPut
+	indexed          int                // commits covered by puts
 }
 
 type putKey struct{ key, value string }
@@ -57,7 +62,8 @@ func (h *History) Append(c Commit) error {
 	return nil
 }
 
-// Compact records a compaction at rev. Compactions must increase.
+// Compact records a compaction at rev. Compactions must increase, and
+// exceed a known base compaction.
 func (h *History) Compact(rev int64) error {
 	if rev <= h.CompactRevision() {
 		return fmt.Errorf("compaction at revision %d does not follow the compact revision %d", rev, h.CompactRevision())
@@ -99,9 +105,31 @@ func (h *History) SetBase(rev int64) error {
 	return nil
 }
 
-// CompactRevision returns the latest compaction revision, or -1 when none was recorded.
+// SetBaseCompaction records the compaction in force before the history
+// began, for a store that was not fresh (see [StartCompacted]): exactly rev
+// when known, otherwise some revision at or below rev (a recording that did
+// not say). A negative rev means never compacted. It must be called before
+// any compaction is recorded.
+func (h *History) SetBaseCompaction(rev int64, known bool) error {
+	if len(h.compactions) > 0 {
+		return fmt.Errorf("the base compaction of a history with compactions cannot change")
+	}
+	if rev < 0 {
+		h.hasBaseCompact = false
+		return nil
+	}
+	h.baseCompact, h.baseCompactKnown, h.hasBaseCompact = rev, known, true
+	return nil
+}
+
+// CompactRevision returns the latest compaction revision, or -1 when none
+// was recorded. A base compaction that is not known exactly counts as its
+// upper bound.
 func (h *History) CompactRevision() int64 {
 	if len(h.compactions) == 0 {
+		if h.hasBaseCompact {
+			return h.baseCompact
+		}
 		return -1
 	}
 	return h.compactions[len(h.compactions)-1]
@@ -111,8 +139,13 @@ func (h *History) CompactRevision() int64 {
 // is shared: do not modify it.
 func (h *History) Compactions() []int64 { return h.compactions }
 
-// WasCompactedAt reports whether a compaction at exactly rev was recorded.
+// WasCompactedAt reports whether a compaction at exactly rev was recorded
+// — or may have been in force before the history began: the base
+// compaction, or any revision up to it when it is not known exactly.
 func (h *History) WasCompactedAt(rev int64) bool {
+	if h.hasBaseCompact && (rev == h.baseCompact || (!h.baseCompactKnown && rev >= 0 && rev < h.baseCompact)) {
+		return true
+	}
 	i := sort.Search(len(h.compactions), func(i int) bool { return h.compactions[i] >= rev })
 	return i < len(h.compactions) && h.compactions[i] == rev
 }

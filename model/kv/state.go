@@ -25,7 +25,7 @@ package kv
 //   - Compact: O(1). The model never discards data; it only refuses to read
 //     below the compact revision, which is all a client can observe.
 //   - [State.Hash]: O(1), maintained incrementally on every write.
-//   - [State.Equal]: O(1) when hashes differ; otherwise a walk that skips
+//   - [Equal]: O(1) when hashes differ; otherwise a walk that skips
 //     every subtree the two States share.
 //
 // Here n is the number of distinct keys ever written.
@@ -72,6 +72,18 @@ type Commit struct {
 // history does not concern (a store that is not fresh, or one that writes
 // revisions of its own at start-up). Start(1) is the zero State.
 func Start(revision int64) State { return State{base: max(revision, 1) - 1} }
+
+// StartCompacted is [Start] for a store that was compacted at compact
+// before the history began: reads below compact fail with ErrCompacted and
+// a compaction at or below it fails too (docs/SPEC.md §2.4). A negative
+// compact means never compacted; one above revision is taken as revision.
+func StartCompacted(revision, compact int64) State {
+	s := Start(revision)
+	if compact >= 0 {
+		s.compacted, s.compact = true, min(compact, s.Revision())
+	}
+	return s
+}
 
 // Revision returns the store's current revision: 1 for a fresh store, and one
 // more for every request that wrote something.

@@ -26,6 +26,9 @@ const (
 	// Linearizable: the key-value operations of a history are linearizable
 	// with respect to the model's Step.
 	Linearizable Property = "Linearizable"
+	// SerializableRead: a serializable range answers the store's state at
+	// its header revision, which was committed by its return.
+	SerializableRead Property = "SerializableRead"
 )
 
 // The watch properties (docs/SPEC.md §3).
@@ -50,7 +53,9 @@ type Entry struct {
 	Property Property
 	// Section is the section number in docs/SPEC.md, such as "3.1".
 	Section string
-	// Summary is the plain statement, one sentence.
+	// Summary is the plain statement, one sentence: word for word the italic
+	// statement under the property's heading in docs/SPEC.md (a test keeps
+	// them equal).
 	Summary string
 	// Model names the model function that decides the property.
 	Model string
@@ -89,7 +94,9 @@ var catalog = []Entry{
 		"kv.CheckWriteRevision", "etcd API guarantees (Revision); etcd robustness tests"},
 	{Linearizable, "2.7", "Every key-value operation takes effect at one instant between its call and its return, in an order that the model's Step answers exactly as the store did.",
 		"kv.Step", "etcd API guarantees (KV: strict serializability); etcd robustness tests; etcd#20418 (stale reads)"},
-	{Ordered, "3.1", "Events are delivered in revision order, and events of one revision in the order of its operations.",
+	{SerializableRead, "2.8", "A serializable read answers the store's state at its header revision, and that revision was committed by the time it returned.",
+		"kv.CheckSerializable", "etcd API guarantees (KV: serializable reads); etcd robustness tests (validateSerializableOperations)"},
+	{Ordered, "3.1", "Events are delivered in revision order, and the events of one revision in the order of its operations.",
 		"watch.(*Validator).ordered", "etcd API guarantees (Watch: Ordered); etcd#15271"},
 	{Unique, "3.2", "No event is delivered twice on one watch.",
 		"watch.(*Validator).unique", "etcd API guarantees (Watch: Unique); etcd#17247"},
@@ -99,30 +106,30 @@ var catalog = []Entry{
 		"watch.(*Validator).atomic", "etcd API guarantees (Watch: Atomic; KV: Atomicity)"},
 	{Resumable, "3.5", "A watch started at a revision in the history window delivers, first, the first matching event at or after that revision.",
 		"watch.(*Validator).resumable", "etcd API guarantees (Watch: Resumable); etcd#18089, etcd#19179"},
-	{Bookmarkable, "3.6", "A progress notification at revision R means every matching event up to R was delivered and no later event has a revision up to R.",
+	{Bookmarkable, "3.6", "A progress notification at revision R means every matching event up to R was delivered, and no later event has a revision up to R.",
 		"watch.(*Validator).bookmarkable", "etcd API guarantees (Watch: Bookmarkable); etcd#15220"},
 	{Filtered, "3.7", "Only events on keys in the watched range are delivered, and NOPUT / NODELETE are honoured.",
 		"watch.(*Validator).filtered", "etcd API reference (WatchCreateRequest.filters)"},
-	{PrevKV, "3.8", "When requested, an event's previous key-value equals the key's state at ModRevision-1; it is absent only for creations or when that state was compacted.",
+	{PrevKV, "3.8", "When requested, an event's previous key-value equals the key's state at ModRevision − 1; it is absent only for creations or when that state was compacted.",
 		"watch.(*Validator).prevKV", "etcd API reference (WatchCreateRequest.prev_kv)"},
-	{IsCreate, "3.9", "A PUT event's CreateRevision equals its ModRevision exactly when the key did not exist at ModRevision-1.",
+	{IsCreate, "3.9", "A PUT event's CreateRevision equals its ModRevision exactly when the key did not exist at ModRevision − 1.",
 		"watch.(*Validator).isCreate", "etcd API reference (Event.kv); etcd robustness IsCreate check"},
-	{StartRevision, "3.10", "Start revision 0 means the creation revision plus one, a future start waits, and nothing below the start is delivered.",
+	{StartRevision, "3.10", "A watch from revision 0 starts where its server registered it, a future start waits, and nothing below the start is delivered.",
 		"watch.(*Validator).startRevision", "etcd API reference (start_revision); etcd#20221"},
-	{CompactedCancel, "3.11", "A watch that needs compacted history is cancelled with CompactRevision, never silently advanced past the compaction.",
+	{CompactedCancel, "3.11", "A watch that needs compacted history is cancelled with CompactRevision or served exactly that history, never silently advanced past the compaction.",
 		"watch.(*Validator).compactedCancel", "etcd API reference (compact_revision); etcd#17529"},
-	{MonotonicRevision, "3.12", "The header revisions one watch stream carries never decrease, and never fall below the events they carry.",
-		"watch.(*Validator).monotonicRevision", "etcd API guarantees (Revision); etcd#15271"},
+	{MonotonicRevision, "3.12", "A response's header revision is never below an event delivered in or before it, and progress notifications never go back.",
+		"watch.(*Validator).monotonicRevision", "etcd mvcc WatchResponse.Revision; etcd robustness tests (validateBookmarkable)"},
 	{ListResourceVersion, "4.1", "A list's resourceVersion keeps its semantic: unset is consistent, N is not older than N, Exact is exactly N, a continuation stays at its first page's revision.",
 		"k8s.CheckList", "Kubernetes API concepts (resource versions)"},
 	{ListSnapshot, "4.2", "A list's items are exactly the stored objects at the list's resourceVersion, in key order, page after page.",
 		"k8s.CheckList", "Kubernetes API concepts (efficient detection of changes; retrieving large results)"},
 	{WatchStart, "4.3", "A watch at N delivers the changes after N; a watch that opens with a state (unset, \"0\", sendInitialEvents) delivers ADDED for exactly the objects of one revision its semantic allows, then the changes after it.",
 		"k8s.CheckWatch", "Kubernetes API concepts (watch semantics); kubernetes#73845"},
-	{InitialEventsEnd, "4.4", "A WatchList's initial events are sorted by key and end with one bookmark annotated k8s.io/initial-events-end at the state's revision.",
+	{InitialEventsEnd, "4.4", "A WatchList's initial events are sorted by key and end with one bookmark annotated k8s.io/initial-events-end at the revision the state is synced to; changes may come between them while the state catches up.",
 		"k8s.CheckWatch", "KEP-3157 (WatchList); kubernetes#120897"},
-	{Expired, "4.5", "410 Gone answers only a read of history the server no longer has; an Exact read of compacted history gets 410, not data.",
-		"k8s.CheckList", "Kubernetes API concepts (410 Gone)"},
+	{Expired, "4.5", "410 Gone answers only a read of history the server no longer has; a read of compacted history gets 410 or exactly that history's data, never other data.",
+		"k8s.CheckList, k8s.CheckWatch", "Kubernetes API concepts (410 Gone); apiserver etcd3 handleCompactedErrorForPaging, cacher GetIntervalLocked"},
 	{InformerSubsequence, "5.1", "Per object, the states a handler sees are real states of the object, in order.",
 		"k8s.CheckInformer", "client-go SharedInformer contract"},
 	{InformerConverges, "5.2", "After writes stop, the informer's cache and every handler's view equal the store.",
@@ -137,8 +144,8 @@ var catalog = []Entry{
 		"k8s.CheckInformer", "client-go Reflector; kubernetes#136583"},
 	{SameRVUpdate, "5.7", "A handler gets an object at the same resourceVersion again only from a resync or a relist.",
 		"k8s.CheckInformer", "client-go sharedIndexInformer (isSync); kubernetes#87957"},
-	{FreshStart, "5.8", "An informer's first sync is not older than what was committed before it started.",
-		"k8s.CheckInformer", "KEP-2340, KEP-3157; kubernetes#59848"},
+	{FreshStart, "5.8", "An informer's first sync is not older than what was committed before it started, unless it was read at resourceVersion \"0\", which the API lets a cache serve stale.",
+		"k8s.CheckInformer", "KEP-2340, KEP-3157; kubernetes#59848 (open; expectation StrictFreshStart)"},
 }
 
 // Lookup returns the catalogue entry of p.

@@ -65,22 +65,54 @@ func looksLikeProperty(name string) bool {
 
 var modelRef = regexp.MustCompile(`^(\w+)\.(?:\(\*(\w+)\)\.)?(\w+)$`)
 
-// TestModelFunctionsExist: the model function the catalogue names for each
-// property exists in model/.
+// TestModelFunctionsExist: each model function the catalogue names for a
+// property (one, or several separated by ", ") exists in model/.
 func TestModelFunctionsExist(t *testing.T) {
 	for _, e := range spec.Catalog() {
-		m := modelRef.FindStringSubmatch(e.Model)
-		if m == nil {
-			t.Errorf("%s: model reference %q is not pkg.Func or pkg.(*Type).method", e.Property, e.Model)
+		for _, ref := range strings.Split(e.Model, ", ") {
+			m := modelRef.FindStringSubmatch(ref)
+			if m == nil {
+				t.Errorf("%s: model reference %q is not pkg.Func or pkg.(*Type).method", e.Property, ref)
+				continue
+			}
+			pkg, typ, fn := m[1], m[2], m[3]
+			decl := "func " + fn + "("
+			if typ != "" {
+				decl = ") " + fn + "("
+			}
+			if !sourceContains(t, filepath.Join(root, "model", pkg), decl, typ) {
+				t.Errorf("%s: %s not found in model/%s", e.Property, ref, pkg)
+			}
+		}
+	}
+}
+
+// TestStatementsMatchSpecDoc: the statement `watchspec spec` prints for
+// each property (Entry.Summary) is the italic statement under its heading
+// in docs/SPEC.md, word for word (whitespace aside). One statement, one
+// wording (issue 19).
+func TestStatementsMatchSpecDoc(t *testing.T) {
+	doc := readSpec(t)
+	space := regexp.MustCompile(`\s+`)
+	for _, e := range spec.Catalog() {
+		h := "### §" + e.Section + " " + string(e.Property) + "\n"
+		i := strings.Index(doc, h)
+		if i < 0 {
+			continue // TestCatalogMatchesSpecDoc reports it
+		}
+		rest := strings.TrimLeft(doc[i+len(h):], "\n")
+		if !strings.HasPrefix(rest, "*") {
+			t.Errorf("§%s %s: the section does not open with its italic statement", e.Section, e.Property)
 			continue
 		}
-		pkg, typ, fn := m[1], m[2], m[3]
-		decl := "func " + fn + "("
-		if typ != "" {
-			decl = ") " + fn + "("
+		end := strings.Index(rest, "*\n")
+		if end < 0 {
+			t.Errorf("§%s %s: the italic statement does not end", e.Section, e.Property)
+			continue
 		}
-		if !sourceContains(t, filepath.Join(root, "model", pkg), decl, typ) {
-			t.Errorf("%s: %s not found in model/%s", e.Property, e.Model, pkg)
+		stmt := space.ReplaceAllString(strings.TrimSpace(rest[1:end]), " ")
+		if stmt != e.Summary {
+			t.Errorf("§%s %s: docs/SPEC.md says\n\t%s\nbut the catalogue says\n\t%s", e.Section, e.Property, stmt, e.Summary)
 		}
 	}
 }

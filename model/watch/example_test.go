@@ -35,6 +35,35 @@ func ExampleValidator() {
 	// Reliable §3.3 revisions=[3] keys=["a"]: 1 matching events in revisions 3..3 (first: PUT "a"="2"@3 (create 2, version 2)) were skipped before the event at revision 4
 }
 
+// etcd may send a watch a header below an earlier one (a catch-up batch
+// re-sent after the stream's buffer was full): not a violation of what etcd
+// guarantees, but of the strict profile's expectation.
+func ExampleNewValidatorWith() {
+	var s kv.State
+	h := &kv.History{}
+	for _, v := range []string{"1", "2", "3"} {
+		s, _ = kv.Step(s, kv.Request{Put: &kv.PutRequest{Key: "a", Value: v}})
+		c, _ := s.LastCommit()
+		_ = h.Append(c) // revisions 2, 3, 4
+	}
+	req := watch.Request{Key: "a", StartRevision: 2}
+	stream := watch.Canonical(h, req, s.Revision())
+	// The batch of revision 2 went out with the current revision (4); the
+	// batch of revision 3, parked, was re-sent with header 3.
+	stream[1].Revision, stream[2].Revision = 4, 3
+	for _, cfg := range []watch.Config{{}, {Expect: watch.Expectations{MonotonicHeaders: true}}} {
+		v := watch.NewValidatorWith(h, req, cfg)
+		n := 0
+		for _, r := range stream {
+			n += len(v.Observe(r))
+		}
+		fmt.Printf("strict=%v: %d violations\n", cfg.Expect.MonotonicHeaders, n)
+	}
+	// Output:
+	// strict=false: 0 violations
+	// strict=true: 1 violations
+}
+
 // What a perfect server sends for a watch from the past with PrevKV.
 func ExampleCanonical() {
 	var s kv.State

@@ -82,7 +82,22 @@ func (e *scenarioEnv) handle(c scenario.Command) string {
 			NoPut:         c.Flag("noput"), NoDelete: c.Flag("nodelete"),
 			PrevKV: c.Flag("prevkv"), ProgressNotify: c.Flag("progress"),
 		}
-		e.watches[c.Args[0]] = &scenarioWatch{req: req, createdAt: e.s.Revision(), v: watch.NewValidator(e.h, req)}
+		// One store: everything committed before the watch was requested
+		// is applied by the server that registers it.
+		cfg := watch.Config{CommittedBefore: e.int(c, c.Arg("committed", strconv.FormatInt(e.s.Revision(), 10)))}
+		if c.Flag("strict") {
+			cfg.Expect = watch.Expectations{MonotonicHeaders: true, StartAfterCreated: true}
+		}
+		switch c.Arg("bind", "all") {
+		case "all":
+		case "registration":
+			cfg.Progress = watch.BindAfterRegistration
+		case "none":
+			cfg.Progress = watch.BindNone
+		default:
+			e.t.Fatalf("%s: bind=%s is not all, registration or none", c.Pos, c.Arg("bind", ""))
+		}
+		e.watches[c.Args[0]] = &scenarioWatch{req: req, createdAt: e.s.Revision(), v: watch.NewValidatorWith(e.h, req, cfg)}
 		return fmt.Sprintf("created at rev=%d", e.s.Revision())
 	case "canonical":
 		w := e.watch(c)
@@ -91,6 +106,9 @@ func (e *scenarioEnv) handle(c scenario.Command) string {
 			lines = append(lines, formatResponse(r))
 		}
 		return strings.Join(lines, "\n")
+	case "reregistered":
+		e.watch(c).v.Reregistered()
+		return "ok"
 	case "recv":
 		w := e.watch(c)
 		var resps []watch.Response

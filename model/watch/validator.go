@@ -33,25 +33,52 @@ import (
 //   - matching events skipped: CompactedCancel if some of them lie below the
 //     compact revision (the watch should have been cancelled), else
 //     Resumable or StartRevision when they open the stream (a watch from a
-//     past revision, or from now or the future), Bookmarkable when a progress
+//     past revision, or from now or the future) — StartRevision too when a
+//     watch from now started at or below its created header and skips there
+//     —, Bookmarkable when a progress
 //     notification reveals them, and Reliable otherwise. When such an event
 //     arrives after all, it is not reported again;
-//   - a header revision below an earlier one: MonotonicRevision, unless the
-//     response's events were already reported as out of order, duplicated,
-//     below the start or late, whose fault the header only echoes.
+//   - a header revision below an event it carries or one delivered before
+//     it, or a progress notification below an earlier one:
+//     MonotonicRevision, unless the response's events were already reported
+//     as out of order, duplicated, below the start or late, whose fault the
+//     header only echoes. (Under [Expectations.MonotonicHeaders], any header
+//     revision below an earlier one.)
+//
+// # What a progress notification binds
+//
+// etcd answers a client's progress request once for the whole gRPC stream,
+// and clientv3 hands that answer to every watch of the stream, including a
+// watch the server registered only after it computed the answer (etcd's
+// v3rpc sends the created response on its control stream, which may
+// overtake the answer). Such a notification claims nothing for that watch.
+// [Config.Progress] says which notifications bind; one that does not bind is
+// checked only against the committed head (docs/SPEC.md §3.6).
 type Validator struct {
 	h   *kv.History
 	req Request
+	cfg Config
 
-	from    int64 // the effective start revision; 0 while unknown
+	from    int64 // the documented start revision (s, or R₀+1); 0 while unknown
+	lo      int64 // the lowest revision an event may have; 0 while unknown
 	created int64 // header revision of the created response; 0 if none seen
 	next    int64 // first revision whose matching events are not yet accounted for
 
-	lastHeader int64
-	open       openRevision // the revision of the last delivered event
-	delivered  int          // events accepted so far
-	bookmark   int64        // highest progress notification accepted
-	missing    map[eventID]bool
+	lastHeader   int64        // highest non-zero header revision seen
+	lastProgress int64        // highest binding progress notification seen
+	maxDelivered int64        // highest revision of an event delivered
+	open         openRevision // the revision of the last delivered event
+	delivered    int          // events accepted so far
+	bookmark     int64        // highest progress notification accepted
+	missing      map[eventID]bool
+
+	// The current registration of the watch on the server: the header of
+	// its created response (0: unknown) and whether an event arrived since.
+	regCreated int64
+	regEvents  bool
+	// startedEarly: a watch from revision 0 whose first event is at or
+	// below its created header (the start §1 allows below R₀ + 1).
+	startedEarly bool
 
 	ended, endedByCompaction bool
 	seq                      int // responses observed
@@ -60,6 +87,10 @@ type Validator struct {
 	// below the start or late: a header revision that goes back with it only
 	// echoes that fault.
 	explained bool
+	// inverted holds the events of the current response that came after a
+	// higher revision in it: reported as Ordered, they are not reported
+	// again as Unique when they repeat an event.
+	inverted map[eventID]bool
 
 	checks map[spec.Property]int
 	out    []spec.Violation
@@ -80,15 +111,88 @@ type openRevision struct {
 	checked  bool // completeness (Atomic) already decided
 }
 
+// Config says what a [Validator] knows about how the watch was made, and
+// which expectations beyond etcd's guarantees it holds the stream to. The
+// zero Config knows nothing about when the watch was requested, takes every
+// progress notification as binding (one watch per gRPC stream, or no
+// progress requests on it) and holds the stream to etcd's guarantees only.
+type Config struct {
+	// CommittedBefore, when positive, is a revision that the member serving
+	// the watch had certainly applied before the watch was requested. It
+	// bounds from below where a watch from revision 0 may start
+	// (docs/SPEC.md §1, from(w)). Against a single server, the highest
+	// revision any client was answered before the watch was requested is
+	// such a revision; against a cluster it is not (a member may lag), and
+	// then it must stay 0.
+	CommittedBefore int64
+	// Progress says which progress notifications bind the watch (§3.6).
+	Progress ProgressBinding
+	// Expect holds the stream to expectations stronger than what etcd
+	// guarantees (the strict profile, docs/SPEC.md §9.3).
+	Expect Expectations
+}
+
+// ProgressBinding says which progress notifications of a watch are claims
+// about that watch (docs/SPEC.md §3.6).
+type ProgressBinding int
+
+const (
+	// BindAll: every progress notification was computed while the watch was
+	// registered: it is the only watch of its gRPC stream, or the client never
+	// asked that stream for progress (etcd's periodic notifications are per
+	// watch, server/etcdserver/api/v3rpc/watch.go sendLoop).
+	BindAll ProgressBinding = iota
+	// BindAfterRegistration: the client may have asked the watch's stream for
+	// progress before the server registered the watch. Such an answer reaches
+	// the watch before any of its events and carries a revision at or below
+	// the created response's header, so a notification binds once an event
+	// arrived since the (re)registration or when it is above that header.
+	BindAfterRegistration
+	// BindNone: the watch shares a stream on which progress was requested and
+	// the recording does not show when clientv3 registered it again after a
+	// stream reset: no notification binds; each is checked only against the
+	// committed head.
+	BindNone
+)
+
+// Expectations are stronger than etcd's guarantees: watchspec recommends
+// them, and the strict profile checks them (docs/SPEC.md §9.3). A correct
+// etcd breaks them.
+type Expectations struct {
+	// MonotonicHeaders: the non-zero header revisions of one watch never
+	// decrease. etcd re-sends a catch-up batch that met a full send buffer
+	// with header minRev−1, below headers already delivered
+	// (server/storage/mvcc/watchable_store.go moveVictims, 3.5–3.7).
+	MonotonicHeaders bool
+	// StartAfterCreated: a watch from revision 0 delivers nothing at or
+	// below its created response's header revision (the API reference's
+	// start_revision). etcd ≥ 3.5.22, 3.6.2 and 3.7 reads that header after
+	// registering the watch (etcd PR #20229), and clientv3 resumes such a
+	// watch at that revision inclusive (client/v3/watch.go serveSubstream).
+	StartAfterCreated bool
+}
+
 // NewValidator returns a validator for one watch created with req, checking
-// against h.
+// against h, with the zero [Config].
 func NewValidator(h *kv.History, req Request) *Validator {
-	v := &Validator{h: h, req: req, checks: make(map[spec.Property]int)}
+	return NewValidatorWith(h, req, Config{})
+}
+
+// NewValidatorWith returns a validator for one watch created with req,
+// checking against h with what cfg says.
+func NewValidatorWith(h *kv.History, req Request, cfg Config) *Validator {
+	v := &Validator{h: h, req: req, cfg: cfg, checks: make(map[spec.Property]int)}
 	if req.StartRevision > 0 {
-		v.from, v.next = req.StartRevision, req.StartRevision
+		v.from, v.lo, v.next = req.StartRevision, req.StartRevision, req.StartRevision
 	}
 	return v
 }
+
+// Reregistered tells the validator that the watch was registered on the
+// server again (clientv3 re-creates every watch of a stream after the stream
+// broke): under [BindAfterRegistration], progress notifications up to the
+// watch's next event may answer a request made before that.
+func (v *Validator) Reregistered() { v.regCreated, v.regEvents = 0, false }
 
 // Validate checks a whole stream at once; see [Validator].
 func Validate(h *kv.History, req Request, resps []Response) []spec.Violation {
@@ -124,23 +228,42 @@ func (v *Validator) Observe(r Response) []spec.Violation {
 		}
 		return v.out
 	}
-	v.explained = false
+	v.explained, v.inverted = false, nil
 	if r.Created {
 		v.onCreated(r)
 	}
 	if len(r.Events) > 0 {
 		v.onEvents(r)
 	}
-	v.monotonicRevision(r)
+	binds := r.IsProgressNotify() && v.binds(r.Revision)
+	v.monotonicRevision(r, binds)
 	switch {
 	case r.CompactRevision != 0:
 		v.compactedCancel(r)
 	case r.Canceled:
 		v.ended = true
 	case r.IsProgressNotify():
-		v.onProgress(r.Revision)
+		v.onProgress(r.Revision, binds)
+	}
+	for _, e := range r.Events {
+		v.maxDelivered = max(v.maxDelivered, e.KV.ModRevision)
+	}
+	if len(r.Events) > 0 {
+		v.regEvents = true
 	}
 	return v.out
+}
+
+// binds reports whether a progress notification at p is a claim about this
+// watch (see [ProgressBinding]).
+func (v *Validator) binds(p int64) bool {
+	switch v.cfg.Progress {
+	case BindNone:
+		return false
+	case BindAfterRegistration:
+		return v.regEvents || (v.regCreated != 0 && p > v.regCreated)
+	}
+	return true
 }
 
 func (v *Validator) fail(p spec.Property, revisions []int64, keys []string, format string, args ...any) {
@@ -150,36 +273,89 @@ func (v *Validator) fail(p spec.Property, revisions []int64, keys []string, form
 func revs(r ...int64) []int64 { return r }
 
 func (v *Validator) onCreated(r Response) {
+	if v.regCreated == 0 {
+		v.regCreated = r.Revision
+	}
 	if v.created != 0 {
 		return // a repeated created response (a client reconnect) changes nothing
 	}
 	v.created = r.Revision
 	if v.req.StartRevision == 0 && v.from == 0 {
 		v.from, v.next = r.Revision+1, r.Revision+1
+		v.lo = v.startBound(r.Revision)
 	}
 	if r.Canceled {
 		v.ended = true
 	}
 }
 
-// monotonicRevision decides §3.12 MonotonicRevision for one response.
-func (v *Validator) monotonicRevision(r Response) {
+// startBound returns the lowest revision an event of a watch from revision
+// 0 may have, given its created header R₀ (0: not seen) — docs/SPEC.md §1,
+// from(w). etcd registers the watch at the member's revision m and, since
+// 3.5.22, 3.6.2 and 3.7, reads R₀ after that (m ≤ R₀); clientv3 resumes a
+// watch that received nothing at R₀ inclusive. So the stream starts at some
+// revision in [min(m+1, R₀), R₀+1], and m ≥ Config.CommittedBefore.
+func (v *Validator) startBound(created int64) int64 {
+	b := v.cfg.CommittedBefore
+	switch {
+	case created != 0 && v.cfg.Expect.StartAfterCreated:
+		return created + 1
+	case created != 0 && b > 0:
+		return min(b+1, created)
+	case created != 0:
+		return 1
+	case b > 0:
+		return b // R₀ ≥ b, and a resume at R₀ may deliver R₀ itself
+	}
+	return 1
+}
+
+// monotonicRevision decides §3.12 MonotonicRevision for one response: its
+// header is at or above its events and every event delivered before it, and
+// a progress notification that binds is at or above the ones before it.
+// Under Expectations.MonotonicHeaders, no non-zero header goes back.
+func (v *Validator) monotonicRevision(r Response, binds bool) {
 	if r.Revision == 0 {
 		return
 	}
 	v.checks[spec.MonotonicRevision]++
-	if r.Revision < v.lastHeader && !v.explained {
-		v.fail(spec.MonotonicRevision, revs(r.Revision, v.lastHeader), nil,
-			"header revision %d follows header revision %d on the same watch", r.Revision, v.lastHeader)
-	}
+	defer func() { v.lastHeader = max(v.lastHeader, r.Revision) }()
 	for _, e := range r.Events {
 		if e.KV.ModRevision > r.Revision {
 			v.fail(spec.MonotonicRevision, revs(e.KV.ModRevision, r.Revision), []string{e.KV.Key},
 				"event at revision %d on %q arrived in a response whose header revision is %d", e.KV.ModRevision, e.KV.Key, r.Revision)
-			break
+			return
 		}
 	}
-	v.lastHeader = max(v.lastHeader, r.Revision)
+	if v.explained {
+		return
+	}
+	progress := r.IsProgressNotify()
+	switch {
+	case progress && !binds:
+		// An answer computed before the watch was registered: no claim.
+	case r.Revision < v.maxDelivered:
+		what := "header revision"
+		if progress {
+			what = "progress notification at revision"
+		}
+		v.fail(spec.MonotonicRevision, revs(r.Revision, v.maxDelivered), nil,
+			"%s %d follows an event at revision %d on the same watch; a header revision is never below an event delivered in or before its response (server/storage/mvcc/watcher.go, WatchResponse.Revision)",
+			what, r.Revision, v.maxDelivered)
+		return
+	case progress && r.Revision < v.lastProgress:
+		v.fail(spec.MonotonicRevision, revs(r.Revision, v.lastProgress), nil,
+			"progress notification at revision %d follows a progress notification at revision %d on the same watch", r.Revision, v.lastProgress)
+		return
+	}
+	if progress && binds {
+		v.lastProgress = max(v.lastProgress, r.Revision)
+	}
+	if v.cfg.Expect.MonotonicHeaders && r.Revision < v.lastHeader && !(progress && !binds) {
+		v.fail(spec.MonotonicRevision, revs(r.Revision, v.lastHeader), nil,
+			"header revision %d follows header revision %d on the same watch (strict: etcd re-sends a parked catch-up batch with header minRev-1, server/storage/mvcc/watchable_store.go moveVictims)",
+			r.Revision, v.lastHeader)
+	}
 }
 
 // onEvents checks the events of one response, revision by revision.
@@ -214,13 +390,20 @@ func (v *Validator) sortedInResponse(evs []kv.Event) {
 	if sort.SliceIsSorted(evs, byRevision) {
 		return
 	}
-	for i := 1; i < len(evs); i++ {
-		if evs[i].KV.ModRevision < evs[i-1].KV.ModRevision {
-			v.fail(spec.Ordered, revs(evs[i].KV.ModRevision, evs[i-1].KV.ModRevision), []string{evs[i].KV.Key},
-				"event at revision %d on %q follows an event at revision %d in the same response",
-				evs[i].KV.ModRevision, evs[i].KV.Key, evs[i-1].KV.ModRevision)
-			break
+	reported := false
+	highest := int64(0)
+	v.inverted = make(map[eventID]bool)
+	for i, e := range evs {
+		if i > 0 && e.KV.ModRevision < highest {
+			v.inverted[eventID{e.KV.ModRevision, e.KV.Key}] = true
+			if !reported {
+				reported = true
+				v.fail(spec.Ordered, revs(e.KV.ModRevision, evs[i-1].KV.ModRevision), []string{e.KV.Key},
+					"event at revision %d on %q follows an event at revision %d in the same response",
+					e.KV.ModRevision, e.KV.Key, evs[i-1].KV.ModRevision)
+			}
 		}
+		highest = max(highest, e.KV.ModRevision)
 	}
 	sort.SliceStable(evs, byRevision)
 	v.explained = true
@@ -246,13 +429,15 @@ func (v *Validator) filtered(e kv.Event) bool {
 func (v *Validator) group(evs []kv.Event) {
 	r := evs[0].KV.ModRevision
 	if v.from == 0 {
-		// Start 0 and no created response seen: the stream starts where it starts.
-		v.from, v.next = r, r
+		// Start 0 and no created response seen: the stream starts where it
+		// starts, no lower than what was committed before it was requested.
+		v.lo = v.startBound(0)
+		v.from, v.next = max(r, v.lo), max(r, v.lo)
 	}
 	v.checks[spec.StartRevision] += len(evs)
 	v.checks[spec.Ordered] += len(evs)
 	switch {
-	case r < v.from:
+	case r < v.lo:
 		v.explained = true
 		v.startRevision(r, evs)
 		return
@@ -270,6 +455,9 @@ func (v *Validator) group(evs []kv.Event) {
 	}
 	v.atomic()
 	v.reliable(r)
+	if v.delivered == 0 && v.req.StartRevision == 0 && v.created != 0 && r <= v.created {
+		v.startedEarly = true
+	}
 	c, _ := v.h.Commit(r)
 	var expected []kv.Event
 	for _, e := range c.Events {
@@ -284,10 +472,27 @@ func (v *Validator) group(evs []kv.Event) {
 	}
 }
 
-// startRevision reports events below the effective start (§3.10).
+// startRevision reports events below the lowest revision the watch may
+// deliver (§3.10).
 func (v *Validator) startRevision(r int64, evs []kv.Event) {
-	v.fail(spec.StartRevision, revs(r, v.from), keysOf(evs),
-		"event at revision %d delivered to a watch whose first revision is %d", r, v.from)
+	if v.req.StartRevision == 0 && v.cfg.Expect.StartAfterCreated {
+		cfg := v.cfg
+		cfg.Expect.StartAfterCreated = false
+		if lenient := (&Validator{cfg: cfg}).startBound(v.created); r >= lenient {
+			v.fail(spec.StartRevision, revs(r, v.lo), keysOf(evs),
+				"event at revision %d delivered to a watch from now created at revision %d (strict: etcd >= 3.5.22, 3.6.2 and 3.7 delivers a write applied while it registers the watch below the created header, etcd PR #20229, and clientv3 resumes such a watch at that header inclusive, client/v3/watch.go serveSubstream)",
+				r, v.created)
+			return
+		}
+	}
+	if v.req.StartRevision > 0 || v.lo == v.from {
+		v.fail(spec.StartRevision, revs(r, v.lo), keysOf(evs),
+			"event at revision %d delivered to a watch whose first revision is %d", r, v.lo)
+		return
+	}
+	v.fail(spec.StartRevision, revs(r, v.lo), keysOf(evs),
+		"event at revision %d delivered to a watch from now that cannot start below revision %d (created at %d; revision %d was committed before it was requested)",
+		r, v.lo, v.created, v.cfg.CommittedBefore)
 }
 
 // ordered reports events whose revision is below one already delivered
@@ -372,6 +577,9 @@ func (v *Validator) unique(key string) bool {
 	v.checks[spec.Unique]++
 	if v.open.got[key] {
 		v.explained = true
+		if v.inverted[eventID{v.open.rev, key}] {
+			return false // a replay already reported as out of order
+		}
 		v.fail(spec.Unique, revs(v.open.rev), []string{key}, "event at revision %d on %q delivered twice", v.open.rev, key)
 		return false
 	}
@@ -477,6 +685,9 @@ func (v *Validator) reliable(r int64) {
 	case atStart:
 		v.fail(spec.StartRevision, revisionsOf(skipped), keysOf(skipped),
 			"the first event is not the first matching event at or after the start revision %d: %s", v.from, what)
+	case v.startedEarly && skipped[0].KV.ModRevision <= v.created:
+		v.fail(spec.StartRevision, revisionsOf(skipped), keysOf(skipped),
+			"a watch from now created at %d started below %d, so it owes every matching event after its first: %s", v.created, v.created+1, what)
 	default:
 		v.fail(spec.Reliable, revisionsOf(skipped), keysOf(skipped), "%s", what)
 	}
@@ -516,24 +727,29 @@ func (v *Validator) skipped(from, to int64) []kv.Event {
 	return out
 }
 
-// onProgress checks a progress notification at revision p.
-func (v *Validator) onProgress(p int64) {
+// onProgress checks a progress notification at revision p; binds says
+// whether it is a claim about this watch (see [ProgressBinding]).
+func (v *Validator) onProgress(p int64, binds bool) {
+	v.atomic()
+	v.checks[spec.Bookmarkable]++
+	if head := v.h.Head(); p > head {
+		v.fail(spec.Bookmarkable, revs(p, head), nil,
+			"progress notification at revision %d, beyond the last committed revision %d", p, head)
+	}
+	if !binds {
+		return
+	}
 	v.checks[spec.StartRevision]++
 	if s := v.req.StartRevision; s > 0 && p < s-1 {
 		v.fail(spec.StartRevision, revs(p, s), nil,
 			"progress notification at revision %d on a watch that starts at revision %d", p, s)
 		return
 	}
-	v.atomic()
 	if v.from == 0 {
 		// Start 0 and no created response seen: the stream starts here.
+		v.lo = v.startBound(0)
 		v.from, v.next, v.bookmark = p+1, p+1, p
 		return
-	}
-	v.checks[spec.Bookmarkable]++
-	if head := v.h.Head(); p > head {
-		v.fail(spec.Bookmarkable, revs(p, head), nil,
-			"progress notification at revision %d, beyond the last committed revision %d", p, head)
 	}
 	if skipped := v.skipped(v.next, p); len(skipped) > 0 {
 		what := fmt.Sprintf("progress notification at revision %d, but %d matching events in revisions %d..%d (first: %s) were not delivered",
@@ -545,6 +761,16 @@ func (v *Validator) onProgress(p int64) {
 	}
 	v.bookmark = max(v.bookmark, p)
 	v.next = max(v.next, p+1)
+}
+
+// needed returns the lowest revision the watch may still have needed: the
+// next one not accounted for, or — for a watch from revision 0 that has
+// received nothing yet — the lowest revision its stream may start at.
+func (v *Validator) needed() int64 {
+	if v.delivered == 0 && v.bookmark == 0 && v.lo > 0 {
+		return min(v.next, v.lo)
+	}
+	return v.next
 }
 
 // compactedCancel decides §3.11 CompactedCancel for a cancel that carries
@@ -561,10 +787,10 @@ func (v *Validator) compactedCancel(r Response) {
 		v.fail(spec.CompactedCancel, revs(cr, v.h.CompactRevision()), nil,
 			"cancelled with CompactRevision %d, but the store was never compacted at %d (latest compaction: %d)",
 			cr, cr, v.h.CompactRevision())
-	case v.from != 0 && v.next >= cr:
-		v.fail(spec.CompactedCancel, revs(cr, v.next), nil,
+	case v.from != 0 && v.needed() >= cr:
+		v.fail(spec.CompactedCancel, revs(cr, v.needed()), nil,
 			"cancelled with CompactRevision %d, but the watch needed only revisions from %d on, which compaction kept",
-			cr, v.next)
+			cr, v.needed())
 	}
 	v.ended, v.endedByCompaction = true, true
 }

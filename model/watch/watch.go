@@ -25,6 +25,15 @@
 // compaction cancel is allowed once history is compacted), so a checker of a
 // recorded trace should record each compaction no later than the time its
 // request was sent; see docs/SPEC.md §3.11.
+//
+// It holds a stream to what etcd guarantees, as etcd 3.5 – 3.7 and clientv3
+// keep it: a header may go back below an earlier one (never below an event
+// delivered), a watch from revision 0 may start at or below its created
+// header, and a progress notification binds only a watch that was
+// registered when it was computed. What the validator knows of how the
+// watch was made — what its server had applied when it was requested,
+// which progress notifications bind it — and stronger expectations (the
+// strict profile) are given in a [Config] ([NewValidatorWith]).
 package watch
 
 import "github.com/watchspec/watchspec/model/kv"

@@ -9,16 +9,29 @@
 // compacted revision — is recorded as the operation's outcome; any other
 // failure (a timeout, a lost connection) leaves the outcome unknown: the
 // operation may or may not have taken effect, and the checker allows both.
+//
+// The trace says what a checker needs to judge the client's view of real
+// use (trace format version 2): which watches share one clientv3 watch
+// stream ([Client.Watch]) and when the client asked a stream for progress
+// ([Client.RequestProgress]) — etcd answers a stream, and clientv3 hands
+// the answer to every watch on it —, which reads were serializable
+// ([Client.ReadSerializable]), and which watch ended by a client-side error.
+// The header (the store's base revision and the compaction in force, see
+// traces.Header) is the caller's to write.
 package record
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/watchspec/watchspec/model/kv"
 	"github.com/watchspec/watchspec/model/watch"
@@ -32,6 +45,41 @@ type Recorder struct {
 	start   time.Time
 	clients atomic.Int64
 	watches atomic.Int64
+
+	mu      sync.Mutex
+	streams map[streamKey]streamID
+}
+
+// streamKey identifies a clientv3 watch stream as clientv3 does: one per
+// Watcher and outgoing metadata of the context (client/v3/watch.go,
+// streamKeyFromCtx).
+type streamKey struct {
+	w  clientv3.Watcher
+	md string
+}
+
+// streamID is where a stream is in the trace: the client its watches are
+// recorded under (the first that used it) and its number.
+type streamID struct{ client, stream int }
+
+// stream returns the trace's name for the stream of w that ctx selects; a
+// stream first used by client is recorded under client.
+func (r *Recorder) stream(ctx context.Context, w clientv3.Watcher, client int) streamID {
+	key := streamKey{w: w}
+	if md, ok := metadata.FromOutgoingContext(ctx); ok {
+		key.md = fmt.Sprintf("%+v", map[string][]string(md))
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.streams == nil {
+		r.streams = map[streamKey]streamID{}
+	}
+	id, ok := r.streams[key]
+	if !ok {
+		id = streamID{client: client, stream: len(r.streams)}
+		r.streams[key] = id
+	}
+	return id
 }
 
 // New returns a recorder writing to w; times in the trace count from now.
@@ -47,19 +95,25 @@ func (r *Recorder) Annotate(tag, text string, start int64) error {
 	return r.w.Annotation(traces.Annotation{Time: start, End: r.Now(), Tag: tag, Text: text})
 }
 
-// Client is one logical client of the trace. It is not safe for concurrent
-// use: a client issues one operation at a time, as porcupine's clients do.
-// After an operation whose outcome is unknown, the client continues under a
-// new id, since that operation may still be in flight.
+// Client is one logical client of the trace. Its key-value operations are
+// not safe for concurrent use: a client issues one operation at a time, as
+// porcupine's clients do. After an operation whose outcome is unknown, the
+// client continues under a new id, since that operation may still be in
+// flight. Watch and RequestProgress may be called concurrently with
+// anything.
 type Client struct {
 	rec *Recorder
 	c   *clientv3.Client
 	id  int
+	// first is the id the client started with: the id its watch streams
+	// are recorded under.
+	first int
 }
 
 // Client returns a recording client that talks through c.
 func (r *Recorder) Client(c *clientv3.Client) *Client {
-	return &Client{rec: r, c: c, id: int(r.clients.Add(1))}
+	id := int(r.clients.Add(1))
+	return &Client{rec: r, c: c, id: id, first: id}
 }
 
 // ID returns the client's current id in the trace.
@@ -69,10 +123,23 @@ func (c *Client) ID() int { return c.id }
 // when the server answered (possibly with an error the model knows, in
 // Response.Err) and a non-nil error when the outcome is unknown.
 func (c *Client) Do(ctx context.Context, req kv.Request) (kv.Response, error) {
+	return c.record(ctx, req, false)
+}
+
+// ReadSerializable sends a serializable read (clientv3.WithSerializable):
+// the member that gets it answers from its own state, without asking the
+// leader, so the answer may be behind what completed before; it is recorded
+// as serializable (traces.Op.Serializable), and the checker judges it by
+// etcd's rule for such reads. Otherwise it is [Client.Do].
+func (c *Client) ReadSerializable(ctx context.Context, req kv.RangeRequest) (kv.Response, error) {
+	return c.record(ctx, kv.Request{Range: &req}, true)
+}
+
+func (c *Client) record(ctx context.Context, req kv.Request, serializable bool) (kv.Response, error) {
 	call := c.rec.Now()
-	resp, err := c.do(ctx, req)
+	resp, err := c.do(ctx, req, serializable)
 	ret := c.rec.Now()
-	op := traces.Op{Client: c.id, Call: call, Return: ret, Request: req}
+	op := traces.Op{Client: c.id, Call: call, Return: ret, Request: req, Serializable: serializable}
 	if err != nil {
 		if known := modelError(err); known != nil {
 			resp, err = kv.Response{Err: known}, nil
@@ -111,7 +178,7 @@ func modelError(err error) error {
 	return nil
 }
 
-func (c *Client) do(ctx context.Context, req kv.Request) (kv.Response, error) {
+func (c *Client) do(ctx context.Context, req kv.Request, serializable bool) (kv.Response, error) {
 	switch {
 	case req.Compact != nil:
 		r, err := c.c.Compact(ctx, req.Compact.Revision)
@@ -147,6 +214,8 @@ func (c *Client) do(ctx context.Context, req kv.Request) (kv.Response, error) {
 	}
 	var op clientv3.Op
 	switch {
+	case req.Range != nil && serializable:
+		op = toOp(kv.Op{Range: req.Range}, clientv3.WithSerializable())
 	case req.Range != nil:
 		op = toOp(kv.Op{Range: req.Range})
 	case req.Put != nil:
@@ -180,11 +249,11 @@ func toOps(ops []kv.Op) []clientv3.Op {
 	return out
 }
 
-func toOp(o kv.Op) clientv3.Op {
+func toOp(o kv.Op, extra ...clientv3.OpOption) clientv3.Op {
 	switch {
 	case o.Range != nil:
 		r := o.Range
-		opts := []clientv3.OpOption{clientv3.WithRev(r.Revision), clientv3.WithLimit(r.Limit)}
+		opts := append([]clientv3.OpOption{clientv3.WithRev(r.Revision), clientv3.WithLimit(r.Limit)}, extra...)
 		if r.RangeEnd != "" {
 			opts = append(opts, clientv3.WithRange(r.RangeEnd))
 		}
@@ -254,14 +323,22 @@ type Watch struct {
 	// ID is the watch's id in the trace.
 	ID int
 	// C delivers the responses, translated to the model's terms; it is
-	// closed when the watch ends (a cancel, or ctx done).
+	// closed when the watch ends (a cancel, an error, or ctx done).
 	C <-chan watch.Response
 }
 
-// Watch creates a watch through the client's etcd watcher and records its
-// creation and every response. The created response is always requested
-// (clientv3's WithCreatedNotify), since its header revision defines where a
-// watch from "now" starts.
+// Watch creates a watch through w (the Watcher of any clientv3 client) and
+// records its creation and every response. The created response is always
+// requested (clientv3's WithCreatedNotify), since its header revision
+// defines where a watch from "now" starts.
+//
+// clientv3 sends every watch of one Watcher whose ctx carries the same
+// outgoing metadata (clientv3.WithRequireLeader, say) on one gRPC stream;
+// the trace records which watches share a stream, under the client that
+// first used it (traces.Watch.Stream): watches on one stream share its
+// progress notifications. A response clientv3 made up when the stream
+// failed for good (no leader, the client closed) is recorded with its
+// error (traces.WatchResponse.Error).
 func (c *Client) Watch(ctx context.Context, w clientv3.Watcher, req watch.Request) *Watch {
 	opts := []clientv3.OpOption{clientv3.WithRev(req.StartRevision), clientv3.WithCreatedNotify()}
 	if req.RangeEnd != "" {
@@ -280,23 +357,51 @@ func (c *Client) Watch(ctx context.Context, w clientv3.Watcher, req watch.Reques
 		opts = append(opts, clientv3.WithProgressNotify())
 	}
 	id := int(c.rec.watches.Add(1))
-	client := c.id
-	c.rec.w.Watch(client, id, c.rec.Now(), req)
+	s := c.rec.stream(ctx, w, c.first)
+	c.rec.w.WatchStream(s.client, id, s.stream, c.rec.Now(), req)
 	in := w.Watch(ctx, req.Key, opts...)
 	out := make(chan watch.Response)
 	go func() {
 		defer close(out)
 		for wr := range in {
-			r := fromWatchResponse(wr)
-			c.rec.w.WatchResponse(client, id, c.rec.Now(), r)
+			r := traces.WatchResponse{Response: fromWatchResponse(wr), Error: clientError(wr)}
+			r.Time = c.rec.Now()
+			c.rec.w.WatchResponseRecord(s.client, id, r)
 			select {
-			case out <- r:
+			case out <- r.Response:
 			case <-ctx.Done():
 				// Keep recording what arrives until clientv3 closes the channel.
 			}
 		}
 	}()
 	return &Watch{ID: id, C: out}
+}
+
+// RequestProgress asks the watch stream that ctx selects on w for a
+// progress notification (clientv3's Watcher.RequestProgress) and records
+// the request (traces.ProgressRequest) before sending it. etcd answers
+// once, when every watch of the stream is synced, with a response clientv3
+// hands to every watch of the stream — including one created after etcd
+// computed it.
+func (c *Client) RequestProgress(ctx context.Context, w clientv3.Watcher) error {
+	s := c.rec.stream(ctx, w, c.first)
+	c.rec.w.ProgressRequest(traces.ProgressRequest{Client: s.client, Stream: s.stream, Time: c.rec.Now()})
+	return w.RequestProgress(ctx)
+}
+
+// clientError returns the error of a response clientv3 made up when it
+// ended a watch on its side (WatchResponse.Err of a close: no leader, the
+// client closed), or "" for a response the server sent (its cancels
+// included: a compaction, a cancel with a reason, or none).
+func clientError(wr clientv3.WatchResponse) string {
+	if !wr.Canceled || wr.CompactRevision != 0 || wr.CancelReason != "" || wr.Header.GetRevision() != 0 {
+		return ""
+	}
+	err := wr.Err()
+	if err == nil || errors.Is(err, rpctypes.ErrFutureRev) {
+		return ""
+	}
+	return err.Error()
 }
 
 func fromWatchResponse(wr clientv3.WatchResponse) watch.Response {

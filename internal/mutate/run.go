@@ -1,0 +1,349 @@
+package mutate
+
+import (
+	"fmt"
+	"math/rand"
+	"regexp"
+	"runtime"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"text/tabwriter"
+
+	"github.com/watchspec/watchspec/linearizability"
+	"github.com/watchspec/watchspec/model/spec"
+)
+
+// Outcome is how the checker answered one mutant.
+type Outcome string
+
+const (
+	// Caught: a semantic mutant failed with exactly an expected set of properties.
+	Caught Outcome = "caught"
+	// OtherName: a semantic mutant failed, but not (only) under an expected name.
+	OtherName Outcome = "other name"
+	// Missed: a semantic mutant passed every property that passed before.
+	Missed Outcome = "missed"
+	// Kept: an equivalence or weakening mutant kept its verdict.
+	Kept Outcome = "kept"
+	// FalsePositive: an equivalence or weakening mutant failed a property
+	// that held before.
+	FalsePositive Outcome = "false positive"
+	// Lost: an equivalence mutant no longer fails a property that failed before.
+	Lost Outcome = "lost verdict"
+	// Undecided: porcupine timed out.
+	Undecided Outcome = "undecided"
+	// Error: the checker refused the mutant (a bug of the operator or the checker).
+	Error Outcome = "error"
+)
+
+// Good reports whether the outcome is what the operator's kind demands.
+func (o Outcome) Good() bool { return o == Caught || o == Kept }
+
+// Result is the checker's answer to one mutant, judged.
+type Result struct {
+	Mutant  *Mutant
+	Outcome Outcome
+	// New lists the properties with more violations than in the base
+	// verdict; Gone those that failed before and now hold.
+	New, Gone []spec.Property
+	// Violations are the mutant's violations of the New properties.
+	Violations []linearizability.Violation
+	Err        error
+}
+
+func (r Result) String() string {
+	m := r.Mutant
+	s := fmt.Sprintf("%s [%s] on %s (seed %d): %s", m.Op.Name, m.Op.Kind, m.Subject.Name, m.Seed, r.Outcome)
+	if m.Op.Kind == Semantic {
+		s += fmt.Sprintf("; expected %s", expectString(m.Expect))
+	}
+	if len(r.New) > 0 {
+		s += fmt.Sprintf("; new FAIL %v", r.New)
+	}
+	if len(r.Gone) > 0 {
+		s += fmt.Sprintf("; no longer FAIL %v", r.Gone)
+	}
+	if r.Err != nil {
+		s += fmt.Sprintf("; error: %v", r.Err)
+	}
+	s += "\n    change: " + m.What
+	if len(m.Tags) > 0 {
+		s += fmt.Sprintf("\n    tags: %v", m.Tags)
+	}
+	for _, v := range r.Violations {
+		s += fmt.Sprintf("\n    FAIL %s %s: %s", v.Property, v.Where, v.Message)
+	}
+	return s
+}
+
+// Judge checks the mutant and judges the verdict against its kind.
+func Judge(m *Mutant) Result {
+	s := m.Subject
+	if m.Err != nil {
+		return Result{Mutant: m, Outcome: Error, Err: m.Err}
+	}
+	res, err := linearizability.Check(m.Trace, s.opts)
+	if err != nil {
+		return Result{Mutant: m, Outcome: Error, Err: err}
+	}
+	if res.Verdict == linearizability.Unknown {
+		return Result{Mutant: m, Outcome: Undecided}
+	}
+	got := counts(res)
+	r := Result{Mutant: m}
+	for p, n := range got {
+		if n > s.base[p] {
+			r.New = append(r.New, p)
+		}
+	}
+	for p := range s.base {
+		if got[p] == 0 {
+			r.Gone = append(r.Gone, p)
+		}
+	}
+	slices.Sort(r.New)
+	slices.Sort(r.Gone)
+	for _, v := range res.Violations {
+		if slices.Contains(r.New, v.Property) {
+			r.Violations = append(r.Violations, v)
+		}
+	}
+	switch m.Op.Kind {
+	case Semantic:
+		switch {
+		case len(r.New) == 0:
+			r.Outcome = Missed
+		case slices.ContainsFunc(m.Expect, func(set []spec.Property) bool { return sameSet(set, r.New) }):
+			r.Outcome = Caught
+		default:
+			r.Outcome = OtherName
+		}
+	case Equivalence, Weakening:
+		switch {
+		case m.Op.Kind == Weakening && renamedSkip(m, r):
+			r.Outcome = Kept
+		case len(r.New) > 0:
+			r.Outcome = FalsePositive
+		case len(r.Gone) > 0 && m.Op.Kind == Equivalence:
+			r.Outcome = Lost
+		default:
+			r.Outcome = Kept
+		}
+	}
+	return r
+}
+
+// renamedSkip reports whether a weakening mutant only renamed a skip: it
+// removed the evidence that a compaction took effect (a compaction's
+// outcome, a compaction cancel), and a skip the checker named
+// CompactedCancel now has another of §3's skip names. The SPEC names a skip
+// by the compactions known (§3, "Compaction knowledge"): that is no new fault.
+func renamedSkip(m *Mutant, r Result) bool {
+	if !slices.Contains(m.Tags, "compaction") && !slices.Contains(m.Tags, "drops-cancel") {
+		return false
+	}
+	if len(r.New) == 0 || !slices.Contains(r.Gone, spec.CompactedCancel) {
+		return false
+	}
+	for _, p := range r.New {
+		if !slices.Contains([]spec.Property{spec.Reliable, spec.Resumable, spec.StartRevision, spec.Bookmarkable}, p) {
+			return false
+		}
+	}
+	return true
+}
+
+func sameSet(a, b []spec.Property) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(slices.Compact(a), slices.Compact(b))
+}
+
+// Config is a campaign's draw.
+type Config struct {
+	// Seed seeds every mutant (see [Seed]).
+	Seed int64
+	// N is the number of mutants to draw per operator.
+	N int
+	// Only, when set, keeps the operators whose name it matches.
+	Only *regexp.Regexp
+	// Progress, when set, hears about every mutant judged.
+	Progress func(Result)
+}
+
+// Report is a campaign's outcome.
+type Report struct {
+	Seed    int64
+	N       int
+	Results []Result
+	// Unapplied counts, per operator, the draws no subject gave anything to change.
+	Unapplied map[string]int
+	// Operators are the operators drawn, in order.
+	Operators []*Operator
+}
+
+// Run draws cfg.N mutants of every operator over the subjects. Draw i of an
+// operator starts at a subject chosen by its seed and takes the first
+// subject, in order from there, that gives the operator something to change,
+// so every subject is tried across the draws. Mutants are made in order and
+// judged concurrently (GOMAXPROCS at a time); the report is the same
+// whatever the schedule.
+func Run(subjects []*Subject, ops []*Operator, cfg Config) *Report {
+	rep := &Report{Seed: cfg.Seed, N: cfg.N, Unapplied: map[string]int{}}
+	var mutants []*Mutant
+	for _, op := range ops {
+		if cfg.Only != nil && !cfg.Only.MatchString(op.Name) {
+			continue
+		}
+		rep.Operators = append(rep.Operators, op)
+		for i := range cfg.N {
+			seed := Seed(cfg.Seed, op.Name, i)
+			start := rand.New(rand.NewSource(seed)).Intn(len(subjects))
+			applied := false
+			for k := range subjects {
+				if m, ok := op.Apply(subjects[(start+k)%len(subjects)], seed); ok {
+					mutants = append(mutants, m)
+					applied = true
+					break
+				}
+			}
+			if !applied {
+				rep.Unapplied[op.Name]++
+			}
+		}
+	}
+	rep.Results = make([]Result, len(mutants))
+	work := make(chan int)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for range max(1, runtime.GOMAXPROCS(0)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				rep.Results[i] = Judge(mutants[i])
+				if cfg.Progress != nil {
+					mu.Lock()
+					cfg.Progress(rep.Results[i])
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for i := range mutants {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	return rep
+}
+
+// Failures returns the results whose outcome is not what their kind demands.
+func (r *Report) Failures() []Result {
+	var out []Result
+	for _, res := range r.Results {
+		if !res.Outcome.Good() {
+			out = append(out, res)
+		}
+	}
+	return out
+}
+
+// Table renders the per-operator counts, then, per expected property, how
+// many semantic mutants expected it and how many of those were caught.
+func (r *Report) Table() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "mutation campaign: seed %d, %d draws per operator\n\n", r.Seed, r.N)
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight|tabwriter.Debug)
+	fmt.Fprintln(tw, "operator\tkind\tapplied\ttraces\tcaught\tother name\tmissed\tfalse pos.\tlost\tundecided\terror\t")
+	type row struct {
+		applied int
+		traces  map[string]bool
+		n       map[Outcome]int
+	}
+	rows := map[string]*row{}
+	for _, op := range r.Operators {
+		rows[op.Name] = &row{traces: map[string]bool{}, n: map[Outcome]int{}}
+	}
+	byProp := map[spec.Property][2]int{}
+	for _, res := range r.Results {
+		rw := rows[res.Mutant.Op.Name]
+		rw.applied++
+		rw.traces[res.Mutant.Subject.Name] = true
+		rw.n[res.Outcome]++
+		if res.Mutant.Op.Kind == Semantic {
+			seen := map[spec.Property]bool{}
+			for _, set := range res.Mutant.Expect {
+				for _, p := range set {
+					if seen[p] {
+						continue
+					}
+					seen[p] = true
+					c := byProp[p]
+					c[0]++
+					if res.Outcome == Caught {
+						c[1]++
+					}
+					byProp[p] = c
+				}
+			}
+		}
+	}
+	dash := func(ok bool, n int) string {
+		if !ok {
+			return "-"
+		}
+		return fmt.Sprint(n)
+	}
+	tot := map[Kind]map[Outcome]int{}
+	for _, op := range r.Operators {
+		rw := rows[op.Name]
+		sem := op.Kind == Semantic
+		if tot[op.Kind] == nil {
+			tot[op.Kind] = map[Outcome]int{}
+		}
+		for o, n := range rw.n {
+			tot[op.Kind][o] += n
+		}
+		tot[op.Kind]["applied"] += rw.applied
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t\n", op.Name, op.Kind, rw.applied, len(rw.traces),
+			dash(sem, rw.n[Caught]), dash(sem, rw.n[OtherName]), dash(sem, rw.n[Missed]),
+			dash(!sem, rw.n[FalsePositive]), dash(op.Kind == Equivalence, rw.n[Lost]), rw.n[Undecided], rw.n[Error])
+	}
+	for _, k := range []Kind{Semantic, Equivalence, Weakening} {
+		t := tot[k]
+		if t == nil {
+			continue
+		}
+		sem := k == Semantic
+		fmt.Fprintf(tw, "TOTAL %s\t\t%d\t\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t\n", k, t["applied"],
+			dash(sem, t[Caught]), dash(sem, t[OtherName]), dash(sem, t[Missed]),
+			dash(!sem, t[FalsePositive]), dash(k == Equivalence, t[Lost]), t[Undecided], t[Error])
+	}
+	tw.Flush()
+	if len(r.Unapplied) > 0 {
+		var names []string
+		for n, c := range r.Unapplied {
+			names = append(names, fmt.Sprintf("%s (%d)", n, c))
+		}
+		sort.Strings(names)
+		fmt.Fprintf(&b, "\ndraws that found nothing to change in any trace: %s\n", strings.Join(names, ", "))
+	}
+	fmt.Fprintf(&b, "\nsemantic mutants per expected property (caught / expected):\n")
+	var props []spec.Property
+	for p := range byProp {
+		props = append(props, p)
+	}
+	sort.Slice(props, func(i, j int) bool {
+		return props[i].Section() < props[j].Section() || props[i].Section() == props[j].Section() && props[i] < props[j]
+	})
+	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	for _, p := range props {
+		fmt.Fprintf(tw, "  %s %s\t%d / %d\n", p.Section(), p, byProp[p][1], byProp[p][0])
+	}
+	tw.Flush()
+	return b.String()
+}
