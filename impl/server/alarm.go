@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -33,6 +34,20 @@ import (
 type alarmSet struct {
 	mu    sync.Mutex
 	extra map[alarmKey]struct{} // every alarm but the member's own NOSPACE
+	// How many of extra are NOSPACE and CORRUPT: read on every write
+	// without the lock.
+	noSpace, corrupt atomic.Int32
+}
+
+// count returns the counter of alarms of type typ in extra, if it has one.
+func (a *alarmSet) count(typ pb.AlarmType) *atomic.Int32 {
+	switch typ {
+	case pb.AlarmType_NOSPACE:
+		return &a.noSpace
+	case pb.AlarmType_CORRUPT:
+		return &a.corrupt
+	}
+	return nil
 }
 
 type alarmKey struct {
@@ -83,6 +98,9 @@ func (s *Server) raised(typ pb.AlarmType) bool {
 	if typ == pb.AlarmType_NOSPACE && s.storeNoSpace() {
 		return true
 	}
+	if c := s.alarms.count(typ); c != nil {
+		return c.Load() > 0
+	}
 	s.alarms.mu.Lock()
 	defer s.alarms.mu.Unlock()
 	for k := range s.alarms.extra {
@@ -103,7 +121,13 @@ func (s *Server) activate(member uint64, typ pb.AlarmType) *pb.AlarmMember {
 		if s.alarms.extra == nil {
 			s.alarms.extra = make(map[alarmKey]struct{})
 		}
-		s.alarms.extra[alarmKey{member, typ}] = struct{}{}
+		k := alarmKey{member, typ}
+		if _, ok := s.alarms.extra[k]; !ok {
+			s.alarms.extra[k] = struct{}{}
+			if c := s.alarms.count(typ); c != nil {
+				c.Add(1)
+			}
+		}
 		s.alarms.mu.Unlock()
 	}
 	return &pb.AlarmMember{MemberID: member, Alarm: typ}
@@ -124,6 +148,9 @@ func (s *Server) deactivate(member uint64, typ pb.AlarmType) *pb.AlarmMember {
 		return nil
 	}
 	delete(s.alarms.extra, k)
+	if c := s.alarms.count(typ); c != nil {
+		c.Add(-1)
+	}
 	return &pb.AlarmMember{MemberID: member, Alarm: typ}
 }
 

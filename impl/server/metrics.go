@@ -16,8 +16,10 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/encoding"
+	grpcproto "google.golang.org/grpc/encoding/proto"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/stats"
 
 	"github.com/watchspec/watchspec/impl/store"
 )
@@ -192,12 +194,12 @@ func (m *Metrics) attach(s *Server, extensive bool) {
 }
 
 // grpcOptions are the server options that feed the metrics: interceptors
-// and a stats handler.
+// and a codec that counts bytes.
 func (m *Metrics) grpcOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(m.grpc.UnaryServerInterceptor(), m.unaryInterceptor),
 		grpc.ChainStreamInterceptor(m.grpc.StreamServerInterceptor(), m.streamInterceptor),
-		grpc.StatsHandler(byteCounter{m}),
+		grpc.ForceServerCodecV2(countingCodec{m: m, base: encoding.GetCodecV2(grpcproto.Name)}),
 	}
 }
 
@@ -253,23 +255,27 @@ func requestType(method string, req any) string {
 	return ""
 }
 
-// byteCounter counts the bytes of gRPC messages (etcd counts them in its
-// codec, v3rpc/codec.go: the marshalled message, before compression).
-type byteCounter struct{ m *Metrics }
+// countingCodec is gRPC's proto codec, counting the bytes of the messages
+// as etcd's codec does (v3rpc/codec.go: the marshalled message, before
+// compression). A codec rather than a stats handler, with which gRPC
+// would allocate a record for every event of every RPC.
+type countingCodec struct {
+	m    *Metrics
+	base encoding.CodecV2
+}
 
-func (b byteCounter) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
-func (b byteCounter) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context {
-	return ctx
+func (c countingCodec) Marshal(v any) (mem.BufferSlice, error) {
+	out, err := c.base.Marshal(v)
+	c.m.sentBytes.Add(float64(out.Len()))
+	return out, err
 }
-func (b byteCounter) HandleConn(context.Context, stats.ConnStats) {}
-func (b byteCounter) HandleRPC(_ context.Context, st stats.RPCStats) {
-	switch p := st.(type) {
-	case *stats.InPayload:
-		b.m.receivedBytes.Add(float64(p.Length))
-	case *stats.OutPayload:
-		b.m.sentBytes.Add(float64(p.Length))
-	}
+
+func (c countingCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	c.m.receivedBytes.Add(float64(data.Len()))
+	return c.base.Unmarshal(data, v)
 }
+
+func (c countingCodec) Name() string { return c.base.Name() }
 
 // serverCollector reports what the store, the watch hub and the alarms
 // know at the time of a scrape.
