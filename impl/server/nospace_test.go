@@ -138,7 +138,7 @@ func diskFull(t *testing.T, r *Running, fill, free func()) {
 		}
 		var errs []string
 		for _, a := range want {
-			errs = append(errs, a.String())
+			errs = append(errs, fmt.Sprintf("memberID:%d alarm:%s", a.MemberID, a.Alarm))
 		}
 		if fmt.Sprint(st.Errors) != fmt.Sprint(errs) {
 			t.Errorf("%s: status errors %q, want %q", when, st.Errors, errs)
