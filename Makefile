@@ -68,13 +68,16 @@ mutate:
 # CONFORM_DURATION with the workload's defaults against 1 member and against
 # 3 members killed and restarted; 5 runs each of a store compacted before each
 # run and reused, through conform.Record and through `conform --endpoints`
-# (against etcd and `watchspec serve`).
+# (against etcd and `watchspec serve`). The trace of a failing run is kept
+# under CONFORM_OUT/_artifacts.
 CONFORM_RUNS ?= 10
 CONFORM_DURATION ?= 10s
+CONFORM_OUT ?= $(or $(TMPDIR),/tmp)/watchspec-conform-long
 conform-long:
-	$(GO) test ./conform -run '^(TestEtcdOneMember|TestEtcdThreeMembersWithKills)$$' -count=1 -v -timeout 60m -conform.runs $(CONFORM_RUNS) -conform.duration $(CONFORM_DURATION)
-	$(GO) test ./conform -run 'ReusedCompactedStore' -count=1 -v -timeout 30m -conform.reused-runs 5
-	$(GO) test ./cmd/watchspec -run '^TestConformEndpointsReused$$' -count=1 -v -timeout 30m -conform.endpoint-runs 5
+	mkdir -p $(CONFORM_OUT)
+	$(GO) test ./conform -run '^(TestEtcdOneMember|TestEtcdThreeMembersWithKills)$$' -count=1 -v -timeout 60m -artifacts -outputdir $(CONFORM_OUT) -conform.runs $(CONFORM_RUNS) -conform.duration $(CONFORM_DURATION)
+	$(GO) test ./conform -run 'ReusedCompactedStore' -count=1 -v -timeout 30m -artifacts -outputdir $(CONFORM_OUT) -conform.reused-runs 5
+	$(GO) test ./cmd/watchspec -run '^TestConformEndpointsReused$$' -count=1 -v -timeout 30m -artifacts -outputdir $(CONFORM_OUT) -conform.endpoint-runs 5
 
 cover:
 	$(GO) test -count=1 -coverprofile=cover.out $(PKGS)

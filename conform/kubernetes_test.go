@@ -16,7 +16,7 @@ import (
 func TestEtcdKubernetesWorkload(t *testing.T) {
 	tr, raw, stats := recordEtcd(t, 1, -1, Config{Duration: 2 * time.Second, Seed: 4, Clients: 3, Watchers: 3, Workload: WorkloadKubernetes})
 	t.Logf("stats %+v", stats)
-	res := checkPasses(t, tr, raw)
+	res := checkPasses(t, tr, raw, true)
 	for _, p := range []spec.Property{spec.Linearizable, spec.WriteRevision, spec.Reliable, spec.Bookmarkable, spec.PrevKV, spec.Resumable} {
 		if res.Checks[p] == 0 {
 			t.Errorf("the kubernetes workload never exercised %s", p)

@@ -44,5 +44,5 @@ func TestReferenceServerWithRestarts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkPasses(t, tr, buf.Bytes())
+	checkPasses(t, tr, buf.Bytes(), true)
 }

@@ -63,7 +63,7 @@ func runReused(t *testing.T, endpoints []string, system string, cfg Config) {
 		}
 		t.Logf("run %d (seed %d) after a compaction at %d: base revision %d; %+v", run, cfg.Seed, compacted, tr.Header.BaseRevision, stats)
 		t.Run(fmt.Sprint("run", run), func(t *testing.T) {
-			checkPasses(t, tr, buf.Bytes())
+			checkPasses(t, tr, buf.Bytes(), true)
 		})
 	}
 }

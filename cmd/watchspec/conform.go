@@ -73,6 +73,7 @@ type conformFlags struct {
 	catchUpWatches   int
 	serializable     float64
 	prefix           string
+	singleServer     bool
 }
 
 func runConform(args []string, stdout, stderr io.Writer) int {
@@ -97,6 +98,7 @@ func runConform(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&f.progressEvery, "progress-every", 250*time.Millisecond, "how often each watching client asks its stream for progress (0: watching clients never ask)")
 	fs.IntVar(&f.catchUpWatches, "catch-up-watches", 200, "watches opened at once, burst after burst, from far behind the head on one stream (0: no bursts)")
 	fs.Float64Var(&f.serializable, "serializable", 0.1, "fraction of reads sent serializable (served by any member from its own state; 0: none)")
+	fs.BoolVar(&f.singleServer, "single-server", false, "with --endpoints: the endpoint is one server, not a cluster, so a watch from now must start after every revision answered before it was asked (docs/SPEC.md §1); always so for the embedded server")
 	fs.StringVar(&f.prefix, "prefix", "", "where the run's keys live; no key may exist under it (default: a new prefix per run, /watchspec/<time>-<random>/)")
 	var tlsFlags clientTLSFlags
 	tlsFlags.register(fs)
@@ -213,7 +215,7 @@ func runConform(args []string, stdout, stderr io.Writer) int {
 	}
 	// The embedded reference server is one server: what it answered before
 	// a watch was requested bounds where a watch from now starts (SPEC §1).
-	res, err := linearizability.Check(t, linearizability.Options{Timeout: f.timeout, Progress: progress, Profile: profileOption(f.profile), SingleServer: f.endpoints == ""})
+	res, err := linearizability.Check(t, linearizability.Options{Timeout: f.timeout, Progress: progress, Profile: profileOption(f.profile), SingleServer: f.endpoints == "" || f.singleServer})
 	if err != nil {
 		fmt.Fprintf(stderr, "watchspec conform: %v\n", err)
 		return 2
@@ -230,6 +232,9 @@ func runConform(args []string, stdout, stderr io.Writer) int {
 		f.watchesPerStream, f.slowReaders, f.progressEvery, f.catchUpWatches, f.serializable)
 	if f.profile != "" {
 		fmt.Fprintf(&summary, " --profile %s", f.profile)
+	}
+	if f.singleServer {
+		fmt.Fprint(&summary, " --single-server")
 	}
 	fmt.Fprintln(&summary)
 	if err := os.WriteFile(filepath.Join(dir, "report.txt"), []byte(summary.String()), 0o644); err != nil {

@@ -55,7 +55,7 @@ func conformReused(t *testing.T, endpoint string) {
 	for i := range *endpointRuns {
 		compacted := useStore(t, endpoint, 20)
 		dir := t.TempDir()
-		code, out, errOut := runCLI("conform", "--endpoints", endpoint, "--duration", endpointDuration.String(),
+		code, out, errOut := runCLI("conform", "--endpoints", endpoint, "--single-server", "--duration", endpointDuration.String(),
 			"--clients", "3", "--watchers", "3", "--seed", fmt.Sprint(100+i), "--report", dir)
 		t.Logf("run %d (seed %d), after a compaction at %d: exit %d; %s", i, 100+i, compacted, code, recordedRE.FindString(errOut))
 		if code != 0 {
