@@ -24,7 +24,7 @@ func TestConformTLS(t *testing.T) {
 	ep := p.endpoint(t)
 	dir := t.TempDir()
 	code, out, errOut := runCLI("conform", "--endpoints", ep, "--cacert", certs.CA, "--cert", certs.ClientCert, "--key", certs.ClientKey,
-		"--duration", "2s", "--clients", "3", "--watchers", "3", "--catch-up-watches", "50", "--seed", "17", "--report", dir)
+		"--duration", "2s", "--clients", "3", "--watchers", "3", "--catch-up-watches", "50", "--seed", "17", "--single-server", "--report", dir)
 	t.Logf("conform through TLS: exit %d; %s", code, recordedRE.FindString(errOut))
 	if code != 0 {
 		saved := filepath.Join(t.ArtifactDir(), "tls-trace.ndjson")
