@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -37,6 +38,9 @@ stream per watching client (--watches-per-stream), progress requests on
 those streams (--progress-every), bursts of catch-up watches on one stream
 (--catch-up-watches), slow readers (--slow-readers), serializable reads
 (--serializable). See docs/CONFORMANCE.md.
+
+A TLS endpoint (https://) takes etcdctl's flags: --cacert to verify the
+server, --cert and --key when it requires client certificates.
 
 --workload kubernetes sends only what the Kubernetes apiserver sends (for a
 store such as kine that implements no more); --profile NAME checks under a
@@ -96,6 +100,8 @@ func runConform(args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&f.serializable, "serializable", 0.1, "fraction of reads sent serializable (served by any member from its own state; 0: none)")
 	fs.BoolVar(&f.singleServer, "single-server", false, "with --endpoints: the endpoint is one server, not a cluster, so a watch from now must start after every revision answered before it was asked (docs/SPEC.md §1); always so for the embedded server")
 	fs.StringVar(&f.prefix, "prefix", "", "where the run's keys live; no key may exist under it (default: a new prefix per run, /watchspec/<time>-<random>/)")
+	var tlsFlags clientTLSFlags
+	tlsFlags.register(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -106,6 +112,11 @@ func runConform(args []string, stdout, stderr io.Writer) int {
 		f.restartEvery = 0 // the default applies to the embedded server only
 	}
 	if err := f.validate(fs); err != nil {
+		fmt.Fprintf(stderr, "watchspec conform: %v\n", err)
+		return 2
+	}
+	tlsConfig, err := conformTLS(&tlsFlags, f.endpoints)
+	if err != nil {
 		fmt.Fprintf(stderr, "watchspec conform: %v\n", err)
 		return 2
 	}
@@ -155,6 +166,9 @@ func runConform(args []string, stdout, stderr io.Writer) int {
 	}
 	if f.endpoints != "" {
 		cfg.Endpoints = strings.Split(f.endpoints, ",")
+		if tlsConfig != nil {
+			cfg.Dial = tlsDial(tlsConfig)
+		}
 	} else {
 		target, cleanup, err := startEmbedded(&cfg, f.restartEvery, progress)
 		if err != nil {
@@ -233,6 +247,24 @@ func runConform(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stdout, ")")
 	return status
+}
+
+// conformTLS returns the TLS configuration the client flags ask for (nil:
+// plaintext), after checking that it fits the endpoints.
+func conformTLS(tf *clientTLSFlags, endpoints string) (*tls.Config, error) {
+	if tf.set() && endpoints == "" {
+		return nil, errors.New("--cacert, --cert, --key and --insecure-skip-tls-verify are for --endpoints (the embedded reference server serves plaintext)")
+	}
+	cfg, err := tf.config()
+	if err != nil {
+		return nil, err
+	}
+	if endpoints != "" {
+		if err := checkTLSEndpoints(strings.Split(endpoints, ","), cfg != nil); err != nil {
+			return nil, err
+		}
+	}
+	return cfg, nil
 }
 
 func (f *conformFlags) validate(fs *flag.FlagSet) error {

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -21,15 +23,27 @@ const serveUsage = `Usage: watchspec serve --data-dir DIR [--listen HOST:PORT] [
        watchspec serve --recover --data-dir DIR
 
 Serves watchspec's reference store on the etcd v3 gRPC API (KV, Watch,
-Maintenance.Status, Cluster.MemberList), so that etcdctl and clientv3 work
-against it: etcdctl --endpoints=http://127.0.0.1:2379 put a 1
+Maintenance.Status and Alarm, Cluster.MemberList), so that etcdctl and
+clientv3 work against it: etcdctl --endpoints=http://127.0.0.1:2379 put a 1
+
+The same port answers HTTP as etcd's does: /health, /livez, /readyz,
+/version and Prometheus /metrics (--listen-metrics-urls serves them on
+more ports). With --cert-file and --key-file it serves TLS only; with
+--trusted-ca-file (and --client-cert-auth) clients need a certificate
+signed by that CA. Serving plaintext on an address other than loopback
+logs a warning.
 
 The data lives in DIR: a new or empty directory starts a new store (and is
 left as it was if serving cannot start). Every write is on disk before it
 is acknowledged. Before serving, the whole directory is verified; a damaged
-one is refused. Runs until SIGINT or SIGTERM, then stops gracefully.
-Leases, authentication, TLS and membership changes are not supported
-(docs/SERVER.md).
+one is refused. When the disk is full, the NOSPACE alarm is raised and
+puts fail with etcd's "database space exceeded" until space is freed and
+the alarm disarmed (etcdctl alarm disarm); no restart is needed. Runs until
+SIGINT or SIGTERM, then stops gracefully. Leases, authentication and
+membership changes are not supported (docs/SERVER.md).
+
+The server logs (log/slog) to stderr: serving, stopping, alarms,
+compactions, refusals. --log-format json for one JSON object a line.
 
 --check verifies a stopped data directory and prints what it found;
 --recover rebuilds a damaged one from what still verifies (the damaged
@@ -68,6 +82,12 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	progress := fs.Duration("watch-progress-notify-interval", 10*time.Minute, "period of progress notifications for watches that ask for them (etcd's flag of the same name)")
 	checkFlag := fs.Bool("check", false, "verify the stopped data directory and exit (0: sound, 3: damaged)")
 	recoverFlag := fs.Bool("recover", false, "rebuild a damaged data directory from what still verifies, and exit")
+	metricsURLs := fs.String("listen-metrics-urls", "", "also serve /metrics, /health, /livez and /readyz on these comma-separated `URLs` (http://HOST:PORT, or https:// with --cert-file; etcd's flag of the same name)")
+	metricsLevel := fs.String("metrics", "basic", "`basic` or extensive: extensive adds the gRPC latency histograms (etcd's --metrics)")
+	logLevel := fs.String("log-level", "info", "log `LEVEL`: debug, info, warn or error (etcd's --log-level)")
+	logFormat := fs.String("log-format", "text", "log `FORMAT`: text (key=value lines) or json (one object a line)")
+	var tlsFlags serverTLSFlags
+	tlsFlags.register(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -95,14 +115,31 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	case *checkFlag && *recoverFlag:
 		fmt.Fprintln(stderr, "watchspec serve: --check and --recover exclude each other")
 		return 2
+	case *metricsLevel != "basic" && *metricsLevel != "extensive":
+		fmt.Fprintf(stderr, "watchspec serve: --metrics is basic or extensive, not %q\n", *metricsLevel)
+		return 2
+	}
+	logger, err := newLogger(stderr, *logLevel, *logFormat)
+	if err != nil {
+		fmt.Fprintf(stderr, "watchspec serve: %v\n", err)
+		return 2
 	}
 	switch {
 	case *checkFlag:
-		return serveCheck(*dataDir, stdout, stderr)
+		return serveCheck(*dataDir, logger, stdout, stderr)
 	case *recoverFlag:
-		return serveRecover(*dataDir, stdout, stderr)
+		return serveRecover(*dataDir, logger, stdout, stderr)
 	}
-	opts := server.Options{MaxTxnOps: *maxTxnOps, MaxRequestBytes: *maxRequestBytes}
+	tlsConfig, err := tlsFlags.config()
+	if err != nil {
+		fmt.Fprintf(stderr, "watchspec serve: %v\n", err)
+		return 2
+	}
+	opts := server.Options{MaxTxnOps: *maxTxnOps, MaxRequestBytes: *maxRequestBytes, TLS: tlsConfig,
+		Logger: logger, ExtensiveMetrics: *metricsLevel == "extensive"}
+	if *metricsURLs != "" {
+		opts.MetricsURLs = strings.Split(*metricsURLs, ",")
+	}
 	opts.Store.Watch.ProgressInterval = *progress
 
 	// Listen for signals before serving, so that none is missed.
@@ -114,48 +151,79 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	r, err := server.Start(*dataDir, *listen, opts)
 	if err != nil {
 		created.undo()
-		return startFailed(*dataDir, err, stderr)
+		return startFailed(*dataDir, err, logger, stderr)
 	}
-	fmt.Fprintf(stderr, "watchspec serve: serving the etcd v3 API on %s (data in %s, revision %d)\n",
-		r.Endpoint(), *dataDir, r.Store().Revision())
+	attrs := []any{"endpoint", r.Endpoint(), "data-dir", *dataDir, "revision", r.Store().Revision(),
+		"tls", tlsConfig != nil, "client-cert-auth", tlsConfig != nil && tlsConfig.ClientAuth == tls.RequireAndVerifyClientCert}
+	if urls := r.MetricsURLs(); len(urls) > 0 {
+		attrs = append(attrs, "metrics-urls", strings.Join(urls, ","))
+	}
+	logger.Info("serving the etcd v3 API on "+r.Endpoint(), attrs...)
 	select {
 	case sig := <-sigs:
-		fmt.Fprintf(stderr, "watchspec serve: %v: stopping\n", sig)
+		logger.Info("stopping", "signal", sig.String())
 		if err := r.Close(); err != nil {
-			fmt.Fprintf(stderr, "watchspec serve: closing the store: %v\n", err)
+			logger.Error("closing the store failed", "data-dir", *dataDir, "err", err)
 			return exitServeFailed
 		}
-		fmt.Fprintln(stderr, "watchspec serve: stopped")
+		logger.Info("stopped", "data-dir", *dataDir)
 		return 0
 	case <-r.Done():
 		err := r.Err()
 		r.Close()
-		fmt.Fprintf(stderr, "watchspec serve: serving failed: %v\n", err)
+		logger.Error("serving failed", "err", err)
 		return exitServeFailed
 	}
 }
 
-// startFailed says why serving could not start, and how to go on.
-func startFailed(dir string, err error, stderr io.Writer) int {
+// newLogger returns the logger of `watchspec serve`: slog to w, in text
+// or JSON, at the level given.
+func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
+	var lv slog.Level
+	switch level {
+	case "debug":
+		lv = slog.LevelDebug
+	case "info":
+		lv = slog.LevelInfo
+	case "warn":
+		lv = slog.LevelWarn
+	case "error":
+		lv = slog.LevelError
+	default:
+		return nil, fmt.Errorf("--log-level is debug, info, warn or error, not %q", level)
+	}
+	ho := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, ho)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, ho)), nil
+	}
+	return nil, fmt.Errorf("--log-format is text or json, not %q", format)
+}
+
+// startFailed logs why serving could not start, and how to go on, and
+// returns the exit code.
+func startFailed(dir string, err error, logger *slog.Logger, stderr io.Writer) int {
 	msg := strings.TrimPrefix(err.Error(), "server: opening the store: ")
 	switch {
 	case errors.Is(err, store.ErrCorrupt):
-		fmt.Fprintf(stderr, "watchspec serve: refusing to serve %s: %s\n", dir, msg)
+		logger.Error("refusing to serve "+dir+": "+msg, "data-dir", dir, "exit", exitDamaged)
 		fmt.Fprintf(stderr, "watchspec serve: run 'watchspec serve --check --data-dir %s' for the full report, and 'watchspec serve --recover --data-dir %s' to keep what can be recovered (docs/SERVER.md, \"Damaged data\")\n", dir, dir)
 		return exitDamaged
 	case errors.Is(err, store.ErrLocked), errors.Is(err, store.ErrNotStore):
-		fmt.Fprintf(stderr, "watchspec serve: cannot use %s: %s\n", dir, msg)
+		logger.Error("cannot use "+dir+": "+msg, "data-dir", dir, "exit", exitUnusableDir)
 		return exitUnusableDir
 	}
-	fmt.Fprintf(stderr, "watchspec serve: %v\n", err)
+	logger.Error("cannot serve: "+strings.TrimPrefix(msg, "server: "), "data-dir", dir, "exit", exitUsage)
 	return exitUsage
 }
 
 // serveCheck runs --check.
-func serveCheck(dir string, stdout, stderr io.Writer) int {
+func serveCheck(dir string, logger *slog.Logger, stdout, stderr io.Writer) int {
 	rep, err := store.Check(dir)
 	if err != nil {
-		return startFailed(dir, err, stderr)
+		return startFailed(dir, err, logger, stderr)
 	}
 	fmt.Fprint(stdout, rep)
 	if !rep.OK() {
@@ -166,11 +234,11 @@ func serveCheck(dir string, stdout, stderr io.Writer) int {
 }
 
 // serveRecover runs --recover.
-func serveRecover(dir string, stdout, stderr io.Writer) int {
+func serveRecover(dir string, logger *slog.Logger, stdout, stderr io.Writer) int {
 	rep, err := store.Recover(dir)
 	if err != nil {
 		if errors.Is(err, store.ErrLocked) || errors.Is(err, store.ErrNotStore) {
-			return startFailed(dir, err, stderr)
+			return startFailed(dir, err, logger, stderr)
 		}
 		fmt.Fprintf(stderr, "watchspec serve: recover %s: %v\n", dir, err)
 		return exitDamaged

@@ -68,7 +68,7 @@ func startServe(t *testing.T, args ...string) *serveProcess {
 	return p
 }
 
-var endpointRE = regexp.MustCompile(`serving the etcd v3 API on (http://\S+)`)
+var endpointRE = regexp.MustCompile(`serving the etcd v3 API on (https?://[^\s"]+)`)
 
 // endpoint waits for the line that announces the endpoint.
 func (p *serveProcess) endpoint(t *testing.T) string {
@@ -163,7 +163,7 @@ func TestServeUsage(t *testing.T) {
 		{[]string{"serve", "--data-dir", t.TempDir(), "--max-txn-ops", "0"}, "--max-txn-ops must be positive"},
 		{[]string{"serve", "--data-dir", t.TempDir(), "--max-request-bytes", "-1"}, "--max-request-bytes must be positive"},
 		{[]string{"serve", "--data-dir", t.TempDir(), "--listen", busy.Addr().String()}, "address already in use"},
-		{[]string{"serve", "--data-dir", t.TempDir(), "--listen", "nohost:xyz"}, "watchspec serve:"},
+		{[]string{"serve", "--data-dir", t.TempDir(), "--listen", "nohost:xyz"}, "cannot serve: listen tcp"},
 		{[]string{"serve", "--data-dir", t.TempDir(), "--check", "--recover"}, "exclude each other"},
 	} {
 		code, _, stderr := runCLI(tc.args...)

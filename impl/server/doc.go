@@ -21,15 +21,32 @@
 //   - Maintenance.Status and Cluster.MemberList, enough for clientv3 and
 //     etcdctl; response headers carry Options.ClusterID, MemberID and
 //     RaftTerm and the store's revision.
+//   - Maintenance.Alarm with etcd's semantics: the store raises NOSPACE
+//     when a write runs out of disk space; puts are refused with
+//     ErrGRPCNoSpace until it is disarmed (etcdctl alarm disarm), which
+//     needs no restart; Status lists the alarms in its errors (alarm.go).
 //   - grpc.health.v1.Health: SERVING until the server stops.
 //   - Everything else (Lease, Auth, membership changes, the other
 //     Maintenance RPCs) is codes.Unimplemented.
+//
+// # In operation
+//
+// One port serves gRPC and HTTP, as etcd's client port does: /health,
+// /livez, /readyz and /version with etcd's answers, and Prometheus
+// /metrics under etcd's metric names ([Server.HTTPHandler], [Metrics]);
+// Options.MetricsURLs (etcd's --listen-metrics-urls) serves the metrics and
+// health endpoints on more ports. With Options.TLS the port serves TLS
+// only — client certificates required if the configuration says so. The
+// server logs to Options.Logger (log/slog): serving and stopping, alarms,
+// compactions, insecure listeners, refused TLS handshakes.
 //
 // # Differences from etcd
 //
 //   - Leases are not supported: a put with a lease fails with
 //     ErrGRPCLeaseNotFound, as in etcd for a lease that does not exist.
-//   - Authentication, TLS and cluster membership changes are not supported.
+//   - Authentication and cluster membership changes are not supported.
+//   - Alarms live in memory: a restart clears them (etcd keeps them in its
+//     backend); a disk still full raises NOSPACE again at the next put.
 //   - A transaction branch that puts a key a from-key delete ("\x00" range
 //     end) covers is rejected with ErrGRPCDuplicateKey (etcd#22445: etcd up
 //     to 3.7 accepts it), as docs/SPEC.md §2.5 states.

@@ -42,7 +42,7 @@ func (k *kvServer) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResp
 
 // Put writes a key (§2.1, §2.2). The checks and their order are etcd's:
 // the request (v3rpc/key.go:182-193 checkPutRequest), its size
-// (v3_server.go:1093-1099), the lease (txn/put.go:80-88 checkLease: leases
+// (v3_server.go:1093-1099), the alarms (alarm.go), the lease (txn/put.go:80-88 checkLease: leases
 // are not supported, so any lease is not found), then ignore_value and
 // ignore_lease, which need the key to exist (txn/put.go:90-102
 // checkAndGetPrevKV).
@@ -52,6 +52,11 @@ func (k *kvServer) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, 
 	}
 	s := k.s
 	if err := s.checkSize(&pb.InternalRaftRequest{Put: r}); err != nil {
+		return nil, err
+	}
+	// The alarms first: etcd's capped and corrupt appliers refuse the put
+	// before the backend looks at its lease (apply/capped.go, corrupt.go).
+	if err := s.refuseWrite("Put", true); err != nil {
 		return nil, err
 	}
 	if r.Lease != 0 {
@@ -105,6 +110,9 @@ func (k *kvServer) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (*
 	if err := s.checkSize(&pb.InternalRaftRequest{DeleteRange: r}); err != nil {
 		return nil, err
 	}
+	if err := s.refuseWrite("DeleteRange", false); err != nil {
+		return nil, err
+	}
 	s.wmu.RLock()
 	resp, err := s.st.Delete(ctx, storeDelete(r))
 	s.wmu.RUnlock()
@@ -127,12 +135,16 @@ func (k *kvServer) Compact(ctx context.Context, r *pb.CompactionRequest) (*pb.Co
 	if err := s.checkSize(&pb.InternalRaftRequest{Compaction: r}); err != nil {
 		return nil, err
 	}
+	if err := s.refuseWrite("Compaction", false); err != nil {
+		return nil, err
+	}
 	s.wmu.RLock()
 	resp, err := s.st.Compact(ctx, r.Revision)
 	s.wmu.RUnlock()
 	if err != nil {
 		return nil, toGRPCError(err)
 	}
+	s.log.Info("compacted", "revision", r.Revision, "physical", r.Physical, "current-revision", resp.Revision)
 	return &pb.CompactionResponse{Header: s.header(resp.Revision)}, nil
 }
 

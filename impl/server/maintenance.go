@@ -2,12 +2,13 @@ package server
 
 import (
 	"context"
+	"fmt"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 )
 
-// maintenanceServer serves Status; every other Maintenance RPC is
-// codes.Unimplemented.
+// maintenanceServer serves Status and Alarm (alarm.go); every other
+// Maintenance RPC is codes.Unimplemented.
 type maintenanceServer struct {
 	pb.UnimplementedMaintenanceServer
 	s *Server
@@ -15,24 +16,31 @@ type maintenanceServer struct {
 
 // Status describes the member as etcd's does (v3rpc/maintenance.go:261-296
 // Status): it is its own leader, its raft index is the store's revision (a
-// plausible, monotonic stand-in: there is no raft log), and the database
-// size is that of the store's data file when the data directory is known.
+// plausible, monotonic stand-in: there is no raft log), the database sizes
+// are the store's data file's (store.Stats), the storage version is the
+// cluster version etcd settles on (major.minor.0 of Options.Version), and
+// the errors are the alarms raised, each as etcd writes it, so that
+// `etcdctl endpoint status` shows them in its errors column.
 func (m *maintenanceServer) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.StatusResponse, error) {
 	s := m.s
-	rev := s.st.Revision()
-	size := s.dbSize()
-	return &pb.StatusResponse{
-		Header:           s.header(rev),
+	st := s.st.Stats()
+	resp := &pb.StatusResponse{
+		Header:           s.header(st.Revision),
 		Version:          s.opts.Version,
-		DbSize:           size,
-		DbSizeInUse:      size,
+		DbSize:           st.DBSize,
+		DbSizeInUse:      st.DBSizeInUse,
 		Leader:           s.opts.MemberID,
-		RaftIndex:        uint64(rev),
+		RaftIndex:        uint64(st.Revision),
 		RaftTerm:         s.opts.RaftTerm,
-		RaftAppliedIndex: uint64(rev),
+		RaftAppliedIndex: uint64(st.Revision),
 		DbSizeQuota:      dbQuotaBytes,
+		StorageVersion:   clusterVersion(s.opts.Version),
 		DowngradeInfo:    &pb.DowngradeInfo{},
-	}, nil
+	}
+	for _, a := range s.Alarms() {
+		resp.Errors = append(resp.Errors, alarmString(a))
+	}
+	return resp, nil
 }
 
 // clusterServer serves MemberList; membership changes are
@@ -55,4 +63,13 @@ func (c *clusterServer) MemberList(ctx context.Context, _ *pb.MemberListRequest)
 			ClientURLs: s.clientURLs(),
 		}},
 	}, nil
+}
+
+// alarmString is an alarm as etcd writes it in Status's errors
+// (AlarmMember.String(), protobuf's text format: "memberID:N alarm:NAME").
+// protobuf-go puts one or two spaces between the fields, at random per
+// binary (so that nobody parses it); this is the one-space form, so that
+// the text does not change from build to build.
+func alarmString(a *pb.AlarmMember) string {
+	return fmt.Sprintf("memberID:%d alarm:%s", a.MemberID, a.Alarm)
 }

@@ -2,12 +2,15 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"net"
-	"os"
-	"path/filepath"
+	"net/http"
+	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -75,9 +78,6 @@ type Options struct {
 	// ClientURLs are the member's client URLs in MemberList. Default: the
 	// addresses of the listeners given to Serve, as http:// URLs.
 	ClientURLs []string
-	// DataDir, if set, is the store's directory; Status reports the size of
-	// its data file. Start sets it.
-	DataDir string
 	// Store configures the store that Start opens; New ignores it.
 	Store store.Options
 	// GRPCOptions are appended to the server's own gRPC options.
@@ -85,6 +85,31 @@ type Options struct {
 	// StopTimeout bounds GracefulStop: RPCs still running after it are
 	// cancelled and their connections closed. Default 5 s.
 	StopTimeout time.Duration
+
+	// TLS, if set, makes Serve serve TLS only, gRPC and HTTP on the same
+	// port as etcd does (embed/serve.go): an http.Server hands requests
+	// with an application/grpc content type to gRPC. Set ClientAuth to
+	// tls.RequireAndVerifyClientCert and ClientCAs to require client
+	// certificates (etcd's --client-cert-auth, --trusted-ca-file). Without
+	// it, Serve serves plaintext: HTTP/2 connections (gRPC clients) go to
+	// gRPC and HTTP/1 to HTTPHandler, as etcd's cmux splits its insecure
+	// port.
+	TLS *tls.Config
+	// Logger receives the server's events: serving and stopping, alarms
+	// raised and cleared, compactions, insecure listeners, TLS handshakes
+	// that failed. Start also gives it to the store (Store.KV.Logger) when
+	// that has none. Default: none.
+	Logger *slog.Logger
+	// Metrics are the server's Prometheus metrics (default: NewMetrics()).
+	// Start instruments the store it opens with them.
+	Metrics *Metrics
+	// ExtensiveMetrics adds the gRPC handling-time histograms
+	// (grpc_server_handling_seconds), as etcd's --metrics=extensive.
+	ExtensiveMetrics bool
+	// MetricsURLs are more URLs for Start to serve /metrics, /health,
+	// /livez and /readyz on (etcd's --listen-metrics-urls): http://HOST:PORT
+	// or, with TLS set, https://HOST:PORT. New ignores them.
+	MetricsURLs []string
 }
 
 func (o *Options) setDefaults() {
@@ -112,6 +137,12 @@ func (o *Options) setDefaults() {
 	if o.StopTimeout <= 0 {
 		o.StopTimeout = 5 * time.Second
 	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Metrics == nil {
+		o.Metrics = NewMetrics()
+	}
 }
 
 // Server serves the etcd v3 gRPC API (KV, Watch, and the parts of
@@ -121,10 +152,13 @@ func (o *Options) setDefaults() {
 //
 // The server does not own the store: Stop and GracefulStop leave it open.
 type Server struct {
-	st   *store.Store
-	opts Options
-	grpc *grpc.Server
-	hsrv *health.Server
+	st      *store.Store
+	opts    Options
+	grpc    *grpc.Server
+	hsrv    *health.Server
+	log     *slog.Logger
+	metrics *Metrics
+	alarms  alarmSet
 
 	// wmu orders writes against the transactions and puts the server
 	// evaluates itself (see txnEmulated): ordinary writes share it, those
@@ -138,15 +172,20 @@ type Server struct {
 	quitCtx  context.Context
 	cancel   context.CancelFunc
 
-	mu    sync.Mutex
-	addrs []string // listener addresses, for MemberList
+	mu       sync.Mutex
+	addrs    []string       // listener addresses, for MemberList
+	stopped  bool           // Stop or GracefulStop was called
+	closers  []func()       // close the listeners given to Serve and ServeMetrics
+	httpSrvs []*http.Server // the HTTP servers of the listeners
+	serving  sync.WaitGroup // Serve and ServeMetrics calls under way
 }
 
 // New returns a server for the store st. Register nothing else on it; call
 // Serve to serve.
 func New(st *store.Store, opts Options) *Server {
 	opts.setDefaults()
-	s := &Server{st: st, opts: opts, quit: make(chan struct{})}
+	s := &Server{st: st, opts: opts, quit: make(chan struct{}), log: opts.Logger, metrics: opts.Metrics}
+	s.metrics.attach(s, opts.ExtensiveMetrics)
 	s.quitCtx, s.cancel = context.WithCancel(context.Background())
 	// etcd's request IDs: 2 bytes of member ID, 5 bytes of milliseconds,
 	// 1 byte of counter (pkg/idutil/id.go NewGenerator).
@@ -164,6 +203,7 @@ func New(st *store.Store, opts Options) *Server {
 		// Stop returns only once every handler has.
 		grpc.WaitForHandlers(true),
 	}
+	gopts = append(gopts, s.metrics.grpcOptions()...)
 	s.grpc = grpc.NewServer(append(gopts, opts.GRPCOptions...)...)
 	pb.RegisterKVServer(s.grpc, &kvServer{s: s})
 	pb.RegisterWatchServer(s.grpc, &watchServer{s: s})
@@ -173,6 +213,7 @@ func New(st *store.Store, opts Options) *Server {
 	pb.RegisterAuthServer(s.grpc, pb.UnimplementedAuthServer{})
 	s.hsrv = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.hsrv)
+	s.metrics.grpc.InitializeMetrics(s.grpc)
 	return s
 }
 
@@ -182,53 +223,212 @@ func (s *Server) Store() *store.Store { return s.st }
 // GRPC returns the underlying gRPC server.
 func (s *Server) GRPC() *grpc.Server { return s.grpc }
 
-// Serve accepts connections on l until Stop or GracefulStop, then returns
-// nil (like grpc.Server.Serve, it returns a non-nil error when l fails).
-// Serve may be called for several listeners.
+// Serve serves the etcd v3 API — gRPC, and HTTPHandler's endpoints — on
+// l until Stop or GracefulStop, then returns nil; it returns an error when
+// l fails. With Options.TLS it serves TLS only. Serve may be called for
+// several listeners. It logs a warning when l is plaintext on an address
+// other than loopback: anyone who can reach it can read and write
+// everything.
 func (s *Server) Serve(l net.Listener) error {
+	secure := s.opts.TLS != nil
+	scheme := "http://"
+	if secure {
+		scheme = "https://"
+	}
+	hs := s.newHTTPServer(s.HTTPHandler(), secure)
+	var split *connSplitter
+	if !secure {
+		split = newConnSplitter(l)
+	}
+	if !s.track(scheme+l.Addr().String(), hs, func() {
+		if split != nil {
+			split.Close()
+		} else {
+			l.Close()
+		}
+	}) {
+		l.Close()
+		return nil
+	}
+	defer s.serving.Done()
+	if !secure && !isLoopback(l.Addr()) {
+		s.log.Warn("serving client traffic insecurely on an address other than loopback: anyone who can reach it can read and write everything; give the server a certificate (--cert-file, --key-file) and require client certificates (--client-cert-auth, --trusted-ca-file)",
+			"address", l.Addr().String())
+	}
+	if secure {
+		err := hs.ServeTLS(l, "", "")
+		return s.serveResult(err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		s.grpc.Serve(split.grpc) // ends when split closes
+	}()
+	go func() {
+		defer wg.Done()
+		hs.Serve(split.http)
+	}()
+	err := split.serve()
+	wg.Wait()
+	return s.serveResult(err)
+}
+
+// ServeMetrics serves MetricsHandler's endpoints (/metrics, /health,
+// /livez, /readyz) on l until Stop or GracefulStop, as etcd does on its
+// --listen-metrics-urls; over TLS (Options.TLS, which must be set) if
+// secure.
+func (s *Server) ServeMetrics(l net.Listener, secure bool) error {
+	if secure && s.opts.TLS == nil {
+		l.Close()
+		return errors.New("server: ServeMetrics over TLS needs Options.TLS")
+	}
+	hs := s.newHTTPServer(s.MetricsHandler(), secure)
+	if !s.track("", hs, func() { l.Close() }) {
+		l.Close()
+		return nil
+	}
+	defer s.serving.Done()
+	var err error
+	if secure {
+		err = hs.ServeTLS(l, "", "")
+	} else {
+		err = hs.Serve(l)
+	}
+	return s.serveResult(err)
+}
+
+// track records a listener being served; false if the server has stopped.
+func (s *Server) track(addr string, hs *http.Server, closer func()) bool {
 	s.mu.Lock()
-	s.addrs = append(s.addrs, "http://"+l.Addr().String())
-	s.mu.Unlock()
-	err := s.grpc.Serve(l)
-	if errors.Is(err, grpc.ErrServerStopped) {
+	defer s.mu.Unlock()
+	if s.stopped {
+		return false
+	}
+	if addr != "" {
+		s.addrs = append(s.addrs, addr)
+	}
+	s.closers = append(s.closers, closer)
+	s.httpSrvs = append(s.httpSrvs, hs)
+	s.serving.Add(1)
+	return true
+}
+
+func (s *Server) serveResult(err error) error {
+	if s.quitCtx.Err() != nil || errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
 	return err
 }
 
+// newHTTPServer returns the HTTP server of one listener. Over TLS it hands
+// gRPC requests to the gRPC server, as etcd's grpcHandlerFunc
+// (embed/serve.go) does; its errors — TLS handshakes refused among them —
+// go to the logger.
+func (s *Server) newHTTPServer(h http.Handler, secure bool) *http.Server {
+	hs := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Minute, // etcd's
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	if secure {
+		hs.TLSConfig = s.opts.TLS.Clone()
+		hs.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: math.MaxInt32}
+		hs.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.ProtoMajor == 2 && strings.Contains(r.Header.Get("Content-Type"), "application/grpc") {
+				s.grpc.ServeHTTP(w, r)
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	}
+	return hs
+}
+
+// isLoopback reports whether a is a loopback address.
+func isLoopback(a net.Addr) bool {
+	ta, ok := a.(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
+}
+
 // Stop stops the server at once: listeners and connections are closed and
-// every RPC is cancelled. It returns when every handler has returned.
+// every RPC is cancelled. It returns when every handler has returned and
+// every Serve call has.
 func (s *Server) Stop() {
 	s.stopping()
+	for _, c := range s.listenClosers() {
+		c()
+	}
 	s.grpc.Stop()
+	for _, hs := range s.httpServers() {
+		hs.Close()
+	}
+	s.serving.Wait()
+	s.log.Info("server stopped")
 }
 
 // GracefulStop stops the server: listeners are closed at once, new RPCs
 // are refused, watch streams are ended with codes.Unavailable (clients
-// resume them elsewhere or after a restart), and the unary RPCs under way
-// are allowed to finish — for at most Options.StopTimeout, after which it
-// stops as Stop does (a watch stream whose client does not read can only
-// be ended by closing its connection). It returns when every handler has
-// returned.
+// resume them elsewhere or after a restart), and the unary RPCs and HTTP
+// requests under way are allowed to finish — for at most
+// Options.StopTimeout, after which it stops as Stop does (a watch stream
+// whose client does not read can only be ended by closing its connection).
+// It returns when every handler has returned and every Serve call has.
 func (s *Server) GracefulStop() {
 	s.stopping()
+	for _, c := range s.listenClosers() {
+		c()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.StopTimeout)
+	defer cancel()
+	// The HTTP servers first: over TLS they carry the gRPC requests too
+	// (grpc.Server.ServeHTTP), which grpc's GracefulStop would cut at once
+	// (it closes such a transport to drain it). Their Shutdown lets the
+	// requests under way finish; watch streams end as the server stops.
+	var wg sync.WaitGroup
+	for _, hs := range s.httpServers() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if hs.Shutdown(ctx) != nil {
+				hs.Close()
+			}
+		}()
+	}
+	wg.Wait()
 	done := make(chan struct{})
 	go func() {
 		s.grpc.GracefulStop()
 		close(done)
 	}()
-	t := time.NewTimer(s.opts.StopTimeout)
-	defer t.Stop()
 	select {
 	case <-done:
-	case <-t.C:
+	case <-ctx.Done():
 		s.grpc.Stop()
 		<-done
 	}
+	s.serving.Wait()
+	s.log.Info("server stopped")
+}
+
+func (s *Server) listenClosers() []func() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]func(){}, s.closers...)
+}
+
+func (s *Server) httpServers() []*http.Server {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]*http.Server{}, s.httpSrvs...)
 }
 
 func (s *Server) stopping() {
 	s.quitOnce.Do(func() {
+		s.mu.Lock()
+		s.stopped = true
+		s.mu.Unlock()
+		s.log.Info("server stopping", "revision", s.st.Revision())
 		s.hsrv.Shutdown()
 		close(s.quit)
 		s.cancel()
@@ -248,22 +448,13 @@ func (s *Server) clientURLs() []string {
 	return append([]string(nil), s.addrs...)
 }
 
-func (s *Server) dbSize() int64 {
-	if s.opts.DataDir == "" {
-		return 0
-	}
-	fi, err := os.Stat(filepath.Join(s.opts.DataDir, "mvcc.db"))
-	if err != nil {
-		return 0
-	}
-	return fi.Size()
-}
-
 // Running is a server started by [Start], with the store it opened.
 type Running struct {
-	srv  *Server
-	st   *store.Store
-	addr string
+	srv         *Server
+	st          *store.Store
+	addr        string
+	endpoint    string
+	metricsURLs []string
 
 	done      chan struct{} // closed when Serve has returned
 	serveErr  error
@@ -273,27 +464,65 @@ type Running struct {
 
 // Start opens the store in dataDir (creating it if needed), listens on
 // listenAddr (host:port; port 0 picks a free one) and serves the etcd v3
-// API there until Close.
+// API there until Close — and the metrics endpoints on Options.MetricsURLs.
+// It instruments the store with Options.Metrics (see
+// [Metrics.InstrumentStore]) and gives it Options.Logger.
 //
 // A Start right after Close on the same directory and address works: Close
-// returns only once the listener is closed and the store is closed.
+// returns only once the listeners are closed and the store is closed.
 func Start(dataDir, listenAddr string, opts Options) (*Running, error) {
 	if dataDir == "" {
 		return nil, errors.New("server: no data directory given")
+	}
+	murls, err := parseMetricsURLs(opts.MetricsURLs, opts.TLS != nil)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = NewMetrics()
+	}
+	opts.Metrics.InstrumentStore(&opts.Store)
+	if opts.Store.KV.Logger == nil {
+		opts.Store.KV.Logger = opts.Logger
 	}
 	st, err := store.Open(dataDir, opts.Store)
 	if err != nil {
 		return nil, fmt.Errorf("server: opening the store: %w", err)
 	}
-	l, err := net.Listen("tcp", listenAddr)
-	if err != nil {
+	var ls []net.Listener
+	fail := func(err error) (*Running, error) {
+		for _, l := range ls {
+			l.Close()
+		}
 		st.Close()
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	if opts.DataDir == "" {
-		opts.DataDir = dataDir
+	l, err := net.Listen("tcp", listenAddr)
+	if err != nil {
+		return fail(err)
+	}
+	ls = append(ls, l)
+	for _, u := range murls {
+		ml, err := net.Listen("tcp", u.Host)
+		if err != nil {
+			return fail(fmt.Errorf("metrics URL %s: %w", u, err))
+		}
+		ls = append(ls, ml)
 	}
 	r := &Running{srv: New(st, opts), st: st, addr: l.Addr().String(), done: make(chan struct{})}
+	r.endpoint = "http://" + r.addr
+	if opts.TLS != nil {
+		r.endpoint = "https://" + r.addr
+	}
+	for i, u := range murls {
+		ml := ls[i+1]
+		r.metricsURLs = append(r.metricsURLs, u.Scheme+"://"+ml.Addr().String())
+		go func() {
+			if err := r.srv.ServeMetrics(ml, u.Scheme == "https"); err != nil {
+				r.srv.log.Error("serving metrics failed", "url", u.String(), "err", err)
+			}
+		}()
+	}
 	go func() {
 		defer close(r.done)
 		r.serveErr = r.srv.Serve(l)
@@ -301,11 +530,40 @@ func Start(dataDir, listenAddr string, opts Options) (*Running, error) {
 	return r, nil
 }
 
+// parseMetricsURLs checks etcd's --listen-metrics-urls: http or https
+// (with TLS) URLs of a host and port, nothing else.
+func parseMetricsURLs(raw []string, tls bool) ([]*url.URL, error) {
+	var out []*url.URL
+	for _, s := range raw {
+		u, err := url.Parse(s)
+		if err != nil {
+			return nil, fmt.Errorf("server: metrics URL %q: %w", s, err)
+		}
+		switch {
+		case u.Scheme != "http" && u.Scheme != "https":
+			return nil, fmt.Errorf("server: metrics URL %q: the scheme must be http or https", s)
+		case u.Scheme == "https" && !tls:
+			return nil, fmt.Errorf("server: metrics URL %q: https needs a certificate (Options.TLS; --cert-file, --key-file)", s)
+		case u.Host == "" || u.Port() == "":
+			return nil, fmt.Errorf("server: metrics URL %q: give a host and a port, as in http://127.0.0.1:2381", s)
+		case u.Path != "" && u.Path != "/", u.RawQuery != "", u.User != nil:
+			return nil, fmt.Errorf("server: metrics URL %q: only a scheme, a host and a port are allowed", s)
+		}
+		out = append(out, u)
+	}
+	return out, nil
+}
+
 // Addr returns the address the server listens on (host:port).
 func (r *Running) Addr() string { return r.addr }
 
-// Endpoint returns the address as a clientv3 endpoint, http://host:port.
-func (r *Running) Endpoint() string { return "http://" + r.addr }
+// Endpoint returns the address as a clientv3 endpoint: http://host:port,
+// or https://host:port with Options.TLS.
+func (r *Running) Endpoint() string { return r.endpoint }
+
+// MetricsURLs returns the URLs the metrics endpoints are served on, one per
+// Options.MetricsURLs, with the ports picked for port 0.
+func (r *Running) MetricsURLs() []string { return append([]string(nil), r.metricsURLs...) }
 
 // Server returns the server.
 func (r *Running) Server() *Server { return r.srv }

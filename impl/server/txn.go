@@ -39,6 +39,9 @@ func (k *kvServer) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, 
 		if err := s.checkSize(&pb.InternalRaftRequest{Txn: r}); err != nil {
 			return nil, err
 		}
+		if err := s.refuseWrite("Txn", txnPuts(r)); err != nil {
+			return nil, err
+		}
 	}
 	if !storeCanRun(r) {
 		return s.txnEmulated(ctx, r)
