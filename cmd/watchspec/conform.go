@@ -147,6 +147,7 @@ func runConform(args []string, stdout, stderr io.Writer) int {
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "watchspec conform: %v\n", err)
+		discardReport(dir, f.report) // report.go: nothing was recorded
 		return 2
 	}
 	intr.during("checking")

@@ -75,6 +75,15 @@ func reportDir(given string) (dir, policy string, err error) {
 	return dir, policy, nil
 }
 
+// discardReport removes the report directory of a run that recorded
+// nothing (conform.Record refused the endpoint), when conform made it;
+// a directory given with --report is left as it is.
+func discardReport(dir, given string) {
+	if given == "" {
+		os.RemoveAll(dir)
+	}
+}
+
 // reportsKept is how many reports to keep: $WATCHSPEC_KEEP_REPORTS, or keepReports.
 func reportsKept() (int, error) {
 	v := os.Getenv(keepEnv)

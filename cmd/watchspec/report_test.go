@@ -110,6 +110,20 @@ func TestReportDirKeepsTheNewest(t *testing.T) {
 	}
 }
 
+// A run that recorded nothing (an unreachable endpoint) leaves no report
+// directory behind.
+func TestConformRefusedLeavesNoReport(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	code, _, errOut := runCLI("conform", "-q", "--endpoints", "http://127.0.0.1:1", "--duration", "1s")
+	if code != 2 || errOut == "" {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	if left, _ := filepath.Glob(filepath.Join(tmp, reportPrefix+"*")); len(left) > 0 {
+		t.Errorf("a run that recorded nothing left %v", left)
+	}
+}
+
 // The first interrupt cancels the run and is reported with when and
 // during what; the second runs the cleanups and exits 130 at once.
 func TestInterrupts(t *testing.T) {
@@ -303,7 +317,7 @@ func (p *conformProcess) wait(t *testing.T) int {
 // does not say the run was interrupted").
 func TestConformInterruptedReportSaysSo(t *testing.T) {
 	dir := t.TempDir()
-	p := startConform(t, nil, "--duration", "10m", "--clients", "2", "--watchers", "2", "--report", dir)
+	p := startConform(t, []string{"TMPDIR=" + t.TempDir()}, "--duration", "10m", "--clients", "2", "--watchers", "2", "--report", dir)
 	p.waitFor(t, "1s: ") // the workload is running
 	p.cmd.Process.Signal(syscall.SIGINT)
 	if code := p.wait(t); code != 0 {
@@ -329,7 +343,7 @@ func TestConformInterruptedReportSaysSo(t *testing.T) {
 // up to --timeout"). The run is held in its check, as if it took forever.
 func TestConformSecondInterruptExitsAtOnce(t *testing.T) {
 	dir := t.TempDir()
-	p := startConform(t, []string{"WATCHSPEC_TEST_HOLD=checking"}, "--duration", "10m", "--clients", "2", "--watchers", "2", "--report", dir)
+	p := startConform(t, []string{"WATCHSPEC_TEST_HOLD=checking", "TMPDIR=" + t.TempDir()}, "--duration", "10m", "--clients", "2", "--watchers", "2", "--report", dir)
 	p.waitFor(t, "1s: ")
 	p.cmd.Process.Signal(syscall.SIGINT)
 	p.waitFor(t, "holding the run in phase checking")
