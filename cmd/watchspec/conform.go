@@ -1,20 +1,18 @@
 package main
 
 import (
-	"context"
 	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/watchspec/watchspec/conform"
 	"github.com/watchspec/watchspec/linearizability"
+	"github.com/watchspec/watchspec/report"
 	"github.com/watchspec/watchspec/traces"
 )
 
@@ -141,8 +139,10 @@ func runConform(args []string, stdout, stderr io.Writer) int {
 	if !f.quiet {
 		progress = progressTo(stderr)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
+	// Ctrl-C stops the workload and reports what was recorded; a second exits at once.
+	intr := catchInterrupts(stderr)
+	defer intr.stop()
+	ctx := intr.ctx
 
 	cfg := conform.Config{Duration: f.duration, Clients: f.clients, Watchers: f.watchers, CompactEvery: f.compactEvery,
 		Seed: f.seed, Profile: f.profile, Workload: workload, Progress: progress, Prefix: f.prefix,
@@ -170,31 +170,28 @@ func runConform(args []string, stdout, stderr io.Writer) int {
 			cfg.Dial = tlsDial(tlsConfig)
 		}
 	} else {
+		progress("starting the embedded reference server (its data in a new directory under %s)", os.TempDir())
 		target, cleanup, err := startEmbedded(&cfg, f.restartEvery, progress)
 		if err != nil {
 			fmt.Fprintf(stderr, "watchspec conform: starting the reference server: %v\n", err)
 			return 2
 		}
 		defer cleanup()
+		intr.atExit(cleanup)
 		progress("reference server at %s", target)
 	}
-	dir := f.report
-	if dir == "" {
-		var err error
-		if dir, err = os.MkdirTemp("", "watchspec-conform-"); err != nil {
-			fmt.Fprintf(stderr, "watchspec conform: %v\n", err)
-			return 2
-		}
-	} else if err := os.MkdirAll(dir, 0o755); err != nil {
-		fmt.Fprintf(stderr, "watchspec conform: %v\n", err)
-		return 2
-	}
-	tracePath := filepath.Join(dir, "trace.ndjson")
-	out, err := os.Create(tracePath)
+	dir, policy, err := reportDir(f.report) // report.go: where, and which old reports go
 	if err != nil {
 		fmt.Fprintf(stderr, "watchspec conform: %v\n", err)
 		return 2
 	}
+	out, err := createTrace(dir) // gzip-compressed
+	if err != nil {
+		fmt.Fprintf(stderr, "watchspec conform: %v\n", err)
+		return 2
+	}
+	progress("report directory %s", dir)
+	intr.during("recording")
 	progress("seed %d: %d clients, %d watchers, %v, %s workload against %s", f.seed, f.clients, f.watchers, f.duration, workloadName(workload), strings.Join(cfg.Endpoints, ","))
 	stats, err := conform.Record(ctx, cfg, out)
 	if cerr := out.Close(); err == nil {
@@ -202,17 +199,23 @@ func runConform(args []string, stdout, stderr io.Writer) int {
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "watchspec conform: %v\n", err)
+		discardReport(dir, f.report) // report.go: nothing was recorded
 		return 2
 	}
 	progress("recorded %d operations (%d with unknown outcome), %d watches on %d streams (%d in catch-up bursts), %d watch responses, %d events, %d progress requests, %d headers below an earlier one, %d compactions (base revision %d, compaction in force at the start %d), %d restarts in %v",
 		stats.Ops, stats.UnknownOps, stats.Watches, stats.Streams, stats.CatchUpWatches, stats.WatchResponses, stats.Events,
 		stats.ProgressRequests, stats.LoweredHeaders, stats.Compactions, stats.BaseRevision, stats.BaseCompaction, stats.Restarts,
 		stats.Duration.Round(time.Millisecond))
-	t, err := traces.ReadFile(tracePath)
+	intr.during("checking")
+	t, err := traces.ReadFile(out.path)
 	if err != nil {
 		fmt.Fprintf(stderr, "watchspec conform: reading back the trace: %v\n", err)
 		return 2
 	}
+	// Counted in the trace, as the summary counts them.
+	c := report.CountsOf(t)
+	progress("recorded %d operations (%d with unknown outcome), %d watches, %d watch responses, %d events, %d compactions, %d restarts in %v",
+		c.Operations, c.UnknownOutcome, c.Watches, c.WatchResponses, c.Events, stats.Compactions, stats.Restarts, stats.Duration.Round(time.Millisecond))
 	// The embedded reference server is one server: what it answered before
 	// a watch was requested bounds where a watch from now starts (SPEC §1).
 	res, err := linearizability.Check(t, linearizability.Options{Timeout: f.timeout, Progress: progress, Profile: profileOption(f.profile), SingleServer: f.endpoints == "" || f.singleServer})
@@ -220,32 +223,20 @@ func runConform(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "watchspec conform: %v\n", err)
 		return 2
 	}
-	html, err := res.WriteHTML(dir)
-	if err != nil {
-		fmt.Fprintf(stderr, "watchspec conform: writing the visualisation: %v\n", err)
-		return 2
-	}
-	var summary strings.Builder
-	status := report(io.MultiWriter(stdout, &summary), []*linearizability.Result{res}, map[*linearizability.Result]string{res: html})
-	fmt.Fprintf(&summary, "\nseed %d; reproduce the workload with: watchspec conform --seed %d --duration %v --clients %d --watchers %d --compact-every %v --workload %s --watches-per-stream %d --slow-readers %v --progress-every %v --catch-up-watches %d --serializable %v",
-		f.seed, f.seed, f.duration, f.clients, f.watchers, f.compactEvery, workloadName(workload),
+	reproduce := fmt.Sprintf("watchspec conform --seed %d --duration %v --clients %d --watchers %d --compact-every %v --workload %s --watches-per-stream %d --slow-readers %v --progress-every %v --catch-up-watches %d --serializable %v",
+		f.seed, f.duration, f.clients, f.watchers, f.compactEvery, workloadName(workload),
 		f.watchesPerStream, f.slowReaders, f.progressEvery, f.catchUpWatches, f.serializable)
 	if f.profile != "" {
-		fmt.Fprintf(&summary, " --profile %s", f.profile)
+		reproduce += " --profile " + f.profile
 	}
 	if f.singleServer {
-		fmt.Fprint(&summary, " --single-server")
+		reproduce += " --single-server"
 	}
-	fmt.Fprintln(&summary)
-	if err := os.WriteFile(filepath.Join(dir, "report.txt"), []byte(summary.String()), 0o644); err != nil {
+	status, err := conformReport(stdout, dir, policy, res, t, reproduce, intr.report()) // report.go
+	if err != nil {
 		fmt.Fprintf(stderr, "watchspec conform: %v\n", err)
 		return 2
 	}
-	fmt.Fprintf(stdout, "\nreport: %s (trace.ndjson, report.txt", dir)
-	if html != "" {
-		fmt.Fprintf(stdout, ", %s", filepath.Base(html))
-	}
-	fmt.Fprintln(stdout, ")")
 	return status
 }
 

@@ -59,8 +59,8 @@ func conformReused(t *testing.T, endpoint string) {
 			"--clients", "3", "--watchers", "3", "--seed", fmt.Sprint(100+i), "--report", dir)
 		t.Logf("run %d (seed %d), after a compaction at %d: exit %d; %s", i, 100+i, compacted, code, recordedRE.FindString(errOut))
 		if code != 0 {
-			saved := filepath.Join(t.ArtifactDir(), fmt.Sprintf("run%d-trace.ndjson", i))
-			if raw, err := os.ReadFile(filepath.Join(dir, "trace.ndjson")); err == nil && os.WriteFile(saved, raw, 0o644) == nil {
+			saved := filepath.Join(t.ArtifactDir(), fmt.Sprintf("run%d-trace.ndjson.gz", i))
+			if raw, err := os.ReadFile(filepath.Join(dir, traceFile)); err == nil && os.WriteFile(saved, raw, 0o644) == nil {
 				t.Logf("trace saved as %s", saved)
 			}
 			t.Errorf("run %d: exit %d\n%s", i, code, out)

@@ -27,8 +27,8 @@ func TestConformTLS(t *testing.T) {
 		"--duration", "2s", "--clients", "3", "--watchers", "3", "--catch-up-watches", "50", "--seed", "17", "--single-server", "--report", dir)
 	t.Logf("conform through TLS: exit %d; %s", code, recordedRE.FindString(errOut))
 	if code != 0 {
-		saved := filepath.Join(t.ArtifactDir(), "tls-trace.ndjson")
-		if raw, err := os.ReadFile(filepath.Join(dir, "trace.ndjson")); err == nil && os.WriteFile(saved, raw, 0o644) == nil {
+		saved := filepath.Join(t.ArtifactDir(), "tls-trace.ndjson.gz")
+		if raw, err := os.ReadFile(filepath.Join(dir, traceFile)); err == nil && os.WriteFile(saved, raw, 0o644) == nil {
 			t.Logf("trace saved as %s", saved)
 		}
 		t.Fatalf("conform through TLS: exit %d\n%s\n%s", code, out, errOut)

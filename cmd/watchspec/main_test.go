@@ -122,14 +122,22 @@ func TestCheckMalformed(t *testing.T) {
 	}
 }
 
-// A non-linearizable trace with --html gets its visualisation written.
+// A non-linearizable trace with --html gets the trace viewer's page, and
+// porcupine's visualisation beside it, which the page links.
 func TestCheckWritesHTML(t *testing.T) {
 	dir := t.TempDir()
 	code, out, _ := runCLI("check", "-q", "--html", dir, "../../traces/corpus/stale-read.ndjson")
-	if code != 1 || !strings.Contains(out, "visualisation of") {
+	if code != 1 || !strings.Contains(out, "report of ") || !strings.Contains(out, "porcupine's visualisation of") {
 		t.Fatalf("exit %d\n%s", code, out)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "stale-read.ndjson.html")); err != nil {
+	page, err := os.ReadFile(filepath.Join(dir, "stale-read.ndjson.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(page), `href="stale-read.ndjson.porcupine.html"`) {
+		t.Errorf("the page does not link porcupine's view")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "stale-read.ndjson.porcupine.html")); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -147,7 +155,7 @@ func TestConformEmbedded(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
-	for _, f := range []string{"trace.ndjson", "report.txt"} {
+	for _, f := range []string{"trace.ndjson.gz", "report.txt", "report.json", "report.html"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Error(err)
 		}

@@ -9,15 +9,28 @@ import (
 	"github.com/watchspec/watchspec/model/spec"
 )
 
+const specUsage = `Usage: watchspec spec [-long]
+
+Prints the numbered properties of docs/SPEC.md: section, name, and the
+statement, word for word as SPEC.md has it. With -long, also the model
+function that decides each property and where it comes from (etcd's and
+Kubernetes' documentation, upstream issues).
+
+Exit status: 0; 2 when the command line is wrong.
+
+Flags:
+`
+
 func runSpec(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("watchspec spec", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(fs.Output(), specUsage); fs.PrintDefaults() }
 	long := fs.Bool("long", false, "also print the model function and the source of each property")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	rest, code, ok := parseFlags(fs, args, stdout, stderr)
+	if !ok {
+		return code
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "watchspec spec: unexpected argument %q\n", fs.Arg(0))
+	if len(rest) > 0 {
+		fmt.Fprintf(stderr, "watchspec spec: unexpected argument %q\n", rest[0])
 		return 2
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
