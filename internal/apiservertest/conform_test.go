@@ -1,0 +1,80 @@
+package apiservertest
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/klog/v2"
+
+	"github.com/watchspec/watchspec/conform/kube"
+	"github.com/watchspec/watchspec/impl/server"
+	"github.com/watchspec/watchspec/internal/etcdtest"
+	"github.com/watchspec/watchspec/linearizability"
+	"github.com/watchspec/watchspec/traces"
+)
+
+// backend starts the apiserver's etcd: a real etcd 3.7.3 or the reference
+// server, and returns its endpoints.
+func backend(t *testing.T, name string) []string {
+	t.Helper()
+	switch name {
+	case "etcd":
+		cl, err := etcdtest.Start(etcdtest.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cl.Close)
+		return cl.Endpoints
+	case "reference":
+		r, err := server.Start(t.TempDir(), "127.0.0.1:0", server.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { r.Close() })
+		return []string{r.Endpoint()}
+	}
+	t.Fatalf("unknown backend %q", name)
+	return nil
+}
+
+func TestConform(t *testing.T) {
+	klog.SetLogger(logr.Discard())
+	for _, b := range []string{"etcd", "reference"} {
+		t.Run(b, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			s, err := Start(ctx, Options{Etcd: backend(t, b), Name: b})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			var buf bytes.Buffer
+			stats, err := kube.Record(ctx, kube.Config{REST: s.Config(), Resource: GVR, Namespace: "conform", Duration: 3 * time.Second, Seed: 1, Exclusive: true,
+				Progress: t.Logf}, &buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%v", stats)
+			os.WriteFile(filepath.Join(t.ArtifactDir(), "trace.ndjson"), buf.Bytes(), 0o644)
+			tr, err := traces.Read(bytes.NewReader(buf.Bytes()), "trace")
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := linearizability.Check(tr, linearizability.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, v := range res.Violations {
+				t.Errorf("%s %s: %s", v.Property, v.Where, v.Message)
+			}
+			if res.Verdict != linearizability.Linearizable {
+				t.Errorf("verdict %s", res.Verdict)
+			}
+		})
+	}
+}
