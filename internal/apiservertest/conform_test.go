@@ -15,6 +15,7 @@ import (
 	"github.com/watchspec/watchspec/impl/server"
 	"github.com/watchspec/watchspec/internal/etcdtest"
 	"github.com/watchspec/watchspec/linearizability"
+	"github.com/watchspec/watchspec/model/spec"
 	"github.com/watchspec/watchspec/traces"
 )
 
@@ -74,6 +75,61 @@ func TestConform(t *testing.T) {
 			}
 			if res.Verdict != linearizability.Linearizable {
 				t.Errorf("verdict %s", res.Verdict)
+			}
+		})
+	}
+}
+
+// TestMutantsCaught: a broken list, watch or bookmark behaviour, injected
+// by a proxy in front of the real apiserver (over etcd), is caught by the
+// conformance check with the property that names it.
+func TestMutantsCaught(t *testing.T) {
+	klog.SetLogger(logr.Discard())
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	s, err := Start(ctx, Options{Etcd: backend(t, "etcd"), Name: "etcd"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, m := range []struct {
+		mutant Mutant
+		want   spec.Property
+	}{
+		{DropEvent, spec.Reliable},         // SPEC §3.3
+		{StaleExact, spec.ListSnapshot},    // SPEC §4.2
+		{BookmarkAhead, spec.Bookmarkable}, // SPEC §3.6
+	} {
+		t.Run(string(m.mutant), func(t *testing.T) {
+			p, err := NewProxy(s, m.mutant)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			var buf bytes.Buffer
+			_, err = kube.Record(ctx, kube.Config{REST: p.Config(), Resource: GVR, Namespace: string(m.mutant), Duration: 3 * time.Second, Seed: 2, Exclusive: true}, &buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !p.Damaged() {
+				t.Fatalf("the proxy never injected %s", m.mutant)
+			}
+			tr, err := traces.Read(bytes.NewReader(buf.Bytes()), "trace")
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := linearizability.Check(tr, linearizability.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[spec.Property]int{}
+			for _, v := range res.Violations {
+				got[v.Property]++
+			}
+			t.Logf("violations: %v", got)
+			if got[m.want] == 0 || len(got) != 1 {
+				os.WriteFile(filepath.Join(t.ArtifactDir(), "trace.ndjson"), buf.Bytes(), 0o644)
+				t.Errorf("%s was not caught as %s alone: %v", m.mutant, m.want, res.Violations)
 			}
 		})
 	}
