@@ -73,11 +73,15 @@ func runConform(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.profile, "profile", "", "check under the profile of allowances `NAME` (docs/SPEC.md §9; default: none, full conformance)")
 	fs.StringVar(&f.workload, "workload", "", "the requests' shape: \"full\" (the whole etcd API) or \"kubernetes\" (only what the apiserver sends); default: the profile's, else full")
 	fs.BoolVar(&f.quiet, "q", false, "no progress messages on stderr")
+	kf := addKubeFlags(fs) // --kubeconfig: the Kubernetes workload (kube.go)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2
+	}
+	if kf.kubeconfig != "" {
+		return runConformKube(kf, &f, fs, stdout, stderr)
 	}
 	if f.endpoints != "" && !flagSet(fs, "restart-every") {
 		f.restartEvery = 0 // the default applies to the embedded server only
