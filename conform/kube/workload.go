@@ -46,7 +46,7 @@ type Config struct {
 	// informer catching up, the watches ending.
 	Duration time.Duration
 	// Writers, Readers and Watchers are the concurrent clients that write,
-	// list, and watch (defaults 2, 2, 2); Objects is how many names the
+	// list, and watch (defaults 2, 2, 3); Objects is how many names the
 	// writers share out (default 8).
 	Writers, Readers, Watchers, Objects int
 	// Seed makes the workload's choices reproducible (the timing of a
@@ -92,7 +92,7 @@ func (c *Config) defaults() error {
 	if c.Watchers < 0 {
 		c.Watchers = 0
 	} else if c.Watchers == 0 {
-		c.Watchers = 2
+		c.Watchers = 3
 	}
 	if c.Objects <= 0 {
 		c.Objects = 8
@@ -646,7 +646,7 @@ func (r *run) watcher(ctx context.Context, i int) {
 	for ctx.Err() == nil {
 		pause(ctx, rng, 50*time.Millisecond)
 		o := metav1.ListOptions{}
-		timeout := int64(2 + rng.IntN(2)) // the server ends it; bookmarks come 2 s before
+		timeout := int64(2 + rng.IntN(2)) // the server ends it
 		rv := fmt.Sprint(r.someRevision(rng))
 		yes := true
 		switch p := rng.IntN(100); {
@@ -684,7 +684,13 @@ func (r *run) watcher(ctx context.Context, i int) {
 		if w == nil {
 			continue // refused: recorded
 		}
-		stopAt := time.After(time.Duration(300+rng.IntN(2200)) * time.Millisecond)
+		// A watch with bookmarks runs until the server ends it (the cacher
+		// sends a bookmark about 2 s before the timeout); one without is
+		// given up after a while.
+		var stopAt <-chan time.Time
+		if !o.AllowWatchBookmarks {
+			stopAt = time.After(time.Duration(200+rng.IntN(1300)) * time.Millisecond)
+		}
 	read:
 		for {
 			select {

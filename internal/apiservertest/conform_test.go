@@ -3,6 +3,7 @@ package apiservertest
 import (
 	"bytes"
 	"context"
+	"flag"
 	"os"
 	"path/filepath"
 	"testing"
@@ -43,6 +44,22 @@ func backend(t *testing.T, name string) []string {
 	return nil
 }
 
+var recordCorpus = flag.Bool("record-corpus", false, "write the runs of TestConform to traces/corpus (docs/CORPUS.md)")
+
+// corpusFile is the corpus trace of a TestConform run over backend b.
+func corpusFile(b string) string {
+	if b == "etcd" {
+		return "../../traces/corpus/apiserver-http-0.37.2-over-etcd-3.7.3.ndjson.gz"
+	}
+	return "../../traces/corpus/apiserver-http-0.37.2-over-watchspec-reference.ndjson.gz"
+}
+
+// TestConform: the Kubernetes conformance workload (conform/kube, as
+// `watchspec conform --kubeconfig` runs it) against the real apiserver,
+// over a real etcd 3.7.3 and over watchspec's reference server as its
+// etcd, passes every property of SPEC §4–§5 (and §2–§3 on the history
+// learnt from the writes). Issue 15. With -record-corpus it writes the two
+// runs to traces/corpus.
 func TestConform(t *testing.T) {
 	klog.SetLogger(logr.Discard())
 	for _, b := range []string{"etcd", "reference"} {
@@ -55,8 +72,13 @@ func TestConform(t *testing.T) {
 			}
 			defer s.Close()
 			var buf bytes.Buffer
-			stats, err := kube.Record(ctx, kube.Config{REST: s.Config(), Resource: GVR, Namespace: "conform", Duration: 3 * time.Second, Seed: 1, Exclusive: true,
-				Progress: t.Logf}, &buf)
+			cfg := kube.Config{REST: s.Config(), Resource: GVR, Namespace: "conform", Duration: 3 * time.Second, Seed: 1, Exclusive: true,
+				System: "k8s.io/apiserver generic server (internal/apiservertest) over " + b, SystemVersion: Version, Progress: t.Logf}
+			if *recordCorpus {
+				// Small: the corpus is checked on every run.
+				cfg.Duration, cfg.Objects, cfg.Readers = 2*time.Second, 4, 1
+			}
+			stats, err := kube.Record(ctx, cfg, &buf)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -75,6 +97,13 @@ func TestConform(t *testing.T) {
 			}
 			if res.Verdict != linearizability.Linearizable {
 				t.Errorf("verdict %s", res.Verdict)
+			}
+			if *recordCorpus && !t.Failed() {
+				tr.Name = ""
+				if err := traces.WriteFile(corpusFile(b), tr); err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("wrote %s", corpusFile(b))
 			}
 		})
 	}
