@@ -3,7 +3,7 @@ GO ?= go
 PKGS ?= ./...
 FUZZTIME ?= 10s
 
-.PHONY: all test vet fmt fuzz bench bench-compare cover ci crash corrupt slow mutate
+.PHONY: all test vet fmt fuzz bench bench-compare cover ci crash corrupt slow mutate conform-kube
 
 all: vet test
 
@@ -62,6 +62,13 @@ MUTANTS ?= 50
 SEED ?= $(shell date +%s)
 mutate:
 	$(GO) test ./internal/mutate -run '^TestCampaign$$' -count=1 -v -timeout 60m -mutate.n=$(MUTANTS) -mutate.seed=$(SEED)
+
+# The Kubernetes workload over HTTP (conform/kube) against the real
+# apiserver of internal/apiservertest, over etcd and over the reference
+# server, for KUBE_DURATION each (go test runs 3 s).
+KUBE_DURATION ?= 60s
+conform-kube:
+	$(GO) test ./internal/apiservertest -run '^TestConform$$' -count=1 -v -timeout 30m -apiserver.duration=$(KUBE_DURATION)
 
 cover:
 	$(GO) test -count=1 -coverprofile=cover.out $(PKGS)

@@ -44,6 +44,8 @@ func backend(t *testing.T, name string) []string {
 	return nil
 }
 
+var duration = flag.Duration("apiserver.duration", 3*time.Second, "how long TestConform's workload runs (make conform-kube runs it longer)")
+
 var recordCorpus = flag.Bool("record-corpus", false, "write the runs of TestConform to traces/corpus (docs/CORPUS.md)")
 
 // corpusFile is the corpus trace of a TestConform run over backend b.
@@ -64,7 +66,7 @@ func TestConform(t *testing.T) {
 	klog.SetLogger(logr.Discard())
 	for _, b := range []string{"etcd", "reference"} {
 		t.Run(b, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute+2*(*duration))
 			defer cancel()
 			s, err := Start(ctx, Options{Etcd: backend(t, b), Name: b})
 			if err != nil {
@@ -72,7 +74,7 @@ func TestConform(t *testing.T) {
 			}
 			defer s.Close()
 			var buf bytes.Buffer
-			cfg := kube.Config{REST: s.Config(), Resource: GVR, Namespace: "conform", Duration: 3 * time.Second, Seed: 1, Exclusive: true,
+			cfg := kube.Config{REST: s.Config(), Resource: GVR, Namespace: "conform", Duration: *duration, Seed: 1, Exclusive: true,
 				System: "k8s.io/apiserver generic server (internal/apiservertest) over " + b, SystemVersion: Version, Progress: t.Logf}
 			if *recordCorpus {
 				// Small: the corpus is checked on every run.
