@@ -192,12 +192,15 @@ func (c *client) list(ctx context.Context, o metav1.ListOptions) (*unstructured.
 	} else {
 		rec.semantic = string(sem)
 	}
+	c.rec.compactMu.RLock()
+	rec.compacts = c.rec.compactRev
 	list, err := c.res.List(ctx, o)
 	var inconsistent string
 	switch {
 	case err != nil:
 		st, tok := statusOf(err)
 		if st == nil {
+			c.rec.compactMu.RUnlock()
 			return nil, nil, "", err
 		}
 		rec.status, inconsistent = st, tok
@@ -232,6 +235,7 @@ func (c *client) list(ctx context.Context, o metav1.ListOptions) (*unstructured.
 		}
 	}
 	i := c.rec.addList(rec)
+	c.rec.compactMu.RUnlock()
 	switch {
 	case inconsistent != "":
 		c.rec.setFirstPage(inconsistent, i)
@@ -273,7 +277,12 @@ type recordedWatch struct {
 func (c *client) watch(ctx context.Context, o metav1.ListOptions, before func()) (*recordedWatch, *k8s.Status, error) {
 	o.Watch = true
 	rec := &watchRec{opts: watchOptions(o), call: c.rec.clock()}
+	// The compaction in force while the watch is answered (its start is
+	// chosen then).
+	c.rec.compactMu.RLock()
+	rec.compacts = c.rec.compactRev
 	w, err := c.res.Watch(ctx, o)
+	c.rec.compactMu.RUnlock()
 	if err != nil {
 		st, _ := statusOf(err)
 		if st == nil {

@@ -53,6 +53,10 @@ type built struct {
 // last consistent list, end the time recording ended. With exclusive, every
 // revision from base to the head must be a write of the run.
 func (r *recorder) build(hdr traces.Header, base, final int64, exclusive bool) (*built, error) {
+	r.compactMu.RLock()
+	comps := append([]compaction(nil), r.compactions...)
+	r.compactMu.RUnlock()
+	sort.SliceStable(comps, func(i, j int) bool { return comps[i].call < comps[j].call })
 	r.mu.Lock()
 	writes := append([]*writeRec(nil), r.writes...)
 	end := r.now()
@@ -96,7 +100,7 @@ func (r *recorder) build(hdr traces.Header, base, final int64, exclusive bool) (
 		op := traces.Op{}
 		if w != nil {
 			switch w.kind {
-			case create, update:
+			case create, update, compactKey:
 				req.Put = &kv.PutRequest{Key: w.key, Value: w.value}
 			case remove:
 				req.Delete = &kv.DeleteRequest{Key: w.key}
@@ -129,6 +133,19 @@ func (r *recorder) build(hdr traces.Header, base, final int64, exclusive bool) (
 		s = next
 		op.Request, op.Response = req, &resp
 		ops = append(ops, op)
+		// The compactions that took effect when the store was at rev.
+		for _, c := range comps {
+			if c.at != rev {
+				continue
+			}
+			creq := kv.Request{Compact: &kv.CompactRequest{Revision: c.rev}}
+			next, cresp := kv.Step(s, creq)
+			if cresp.Err != nil || cresp.Revision != rev {
+				return nil, fmt.Errorf("the compaction at %d (store at %d) does not replay: %v", c.rev, c.at, cresp.Err)
+			}
+			s = next
+			ops = append(ops, traces.Op{Client: 999, Call: c.call, Return: c.ret, Request: creq, Response: &cresp})
+		}
 	}
 
 	run, info, err := r.run(uids, base, head, writes, exclusive)
@@ -273,7 +290,7 @@ func (r *recorder) run(uids map[string]int64, base, head int64, writes []*writeR
 	run := &k8s.Run{Prefix: r.prefix}
 	info := &traces.K8sInfo{}
 	for _, l := range r.lists {
-		c := k8s.ListCall{Prefix: r.prefix, Options: l.opts, Before: before(l.call), After: after(l.ret)}
+		c := k8s.ListCall{Prefix: r.prefix, Options: l.opts, Before: before(l.call), After: after(l.ret), CompactRevision: l.compacts}
 		if l.status != nil {
 			c.Result.Status = l.status
 		} else {
@@ -293,7 +310,7 @@ func (r *recorder) run(uids map[string]int64, base, head int64, writes []*writeR
 		if !w.ended {
 			return nil, nil, fmt.Errorf("watch %d has not ended", w.id)
 		}
-		c := k8s.WatchCall{Prefix: r.prefix, Options: w.opts, Before: before(w.call), After: after(w.end), Status: w.status}
+		c := k8s.WatchCall{Prefix: r.prefix, Options: w.opts, Before: before(w.call), After: after(w.end), Status: w.status, CompactRevision: w.compacts}
 		for _, e := range w.events {
 			ev := k8s.WatchEvent{Type: e.typ, InitialEventsEnd: e.initialEnd, Status: e.status}
 			switch e.typ {

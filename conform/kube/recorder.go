@@ -33,7 +33,21 @@ type recorder struct {
 	// firstPages maps a continue token to the list of its first page.
 	firstPages map[string]int
 	values     int
+
+	// compactMu is held for writing by a compaction (Config.Compact) and
+	// for reading by a list or a watch until it is answered, so that each
+	// knows the compaction in force when it was answered.
+	compactMu sync.RWMutex
+	// compactRev is that compaction: −1 none yet, 0 unknown (a run that
+	// does not compact cannot see the apiserver's compactions).
+	compactRev  int64
+	compactions []compaction
 }
+
+// compaction is one compaction of the store at rev, made through the
+// apiserver's protocol: compact_rev_key written at keyRev, the compaction
+// applied when the store was at at; sent at call, answered at ret.
+type compaction struct{ rev, keyRev, at, call, ret int64 }
 
 func newRecorder(gvr k8s.GVR, ns string) *recorder {
 	return &recorder{t0: time.Now(), gvr: gvr, prefix: gvr.Prefix(ns), firstPages: map[string]int{}}
@@ -72,9 +86,14 @@ const (
 	create writeKind = iota
 	update
 	remove
+	// compactKey is the write of compact_rev_key that records a
+	// compaction (the apiserver's protocol, etcd3.Compact).
+	compactKey
 )
 
-func (k writeKind) String() string { return [...]string{"create", "update", "delete"}[k] }
+func (k writeKind) String() string {
+	return [...]string{"create", "update", "delete", "compact_rev_key write"}[k]
+}
 
 // writeRec is a write that succeeded: its answer said what it wrote.
 type writeRec struct {
@@ -91,6 +110,7 @@ type writeRec struct {
 }
 
 type listRec struct {
+	compacts  int64 // the compaction in force when it was answered
 	opts      k8s.ListOptions
 	call, ret int64
 	status    *k8s.Status
@@ -111,6 +131,7 @@ type rawEvent struct {
 
 type watchRec struct {
 	id        int
+	compacts  int64
 	opts      k8s.WatchOptions
 	call, end int64 // sent, and ended (0: not yet)
 	ended     bool
@@ -152,6 +173,21 @@ func (r *recorder) setCache(objs []rawObject) {
 	r.cache = append([]rawObject(nil), objs...)
 	r.hasCache = true
 }
+
+// addCompaction records a compaction answered now; the caller holds
+// compactMu for writing.
+func (r *recorder) addCompaction(c compaction) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c.ret = r.now()
+	r.compactions = append(r.compactions, c)
+	r.compactRev = c.rev
+	r.writes = append(r.writes, &writeRec{kind: compactKey, key: CompactRevKey, value: fmt.Sprint(c.rev), call: c.call, ret: c.ret, rev: c.keyRev, client: 998})
+}
+
+// CompactRevKey is the key the apiserver records its compactions in
+// (k8s.io/apiserver pkg/storage/etcd3/compact.go).
+const CompactRevKey = "compact_rev_key"
 
 func (r *recorder) addWrite(w *writeRec) {
 	r.mu.Lock()
@@ -267,11 +303,13 @@ type Stats struct {
 	// Events counts every watch event.
 	Events int
 	// Gone counts the answers 410 Gone: lists, watches refused, and ERROR
-	// events of watches.
-	Gone int
+	// events of watches; GoneLists those to lists.
+	Gone, GoneLists int
 	// Notifications counts the informer's handler calls; Relists its lists
 	// and WatchList states after the first.
 	Notifications int
+	// Compactions counts the compactions the run made (Config.Compact).
+	Compactions int
 	// Revisions is how far the run's history goes: from Base to Head.
 	Base, Head int64
 	// Foreign counts the revisions in between that the run did not write.
@@ -288,18 +326,28 @@ func (s Stats) String() string {
 	if s.Head > 0 {
 		revs = fmt.Sprintf(" (revisions %d–%d, %d by others)", s.Base+1, s.Head, s.Foreign)
 	}
-	return fmt.Sprintf("%d writes%s; lists: %s; %d watches (%d WatchLists), %d events, %d bookmarks (%d initial-events-end); %d answers 410 Gone; %d informer notifications",
-		s.Writes, revs, strings.Join(sems, ", "), s.Watches, s.WatchLists, s.Events, s.Bookmarks, s.InitialEventsEnd, s.Gone, s.Notifications)
+	comp := ""
+	if s.Compactions > 0 {
+		comp = fmt.Sprintf(", %d compactions", s.Compactions)
+	}
+	return fmt.Sprintf("%d writes%s%s; lists: %s; %d watches (%d WatchLists), %d events, %d bookmarks (%d initial-events-end); %d answers 410 Gone (%d to lists); %d informer notifications",
+		s.Writes, revs, comp, strings.Join(sems, ", "), s.Watches, s.WatchLists, s.Events, s.Bookmarks, s.InitialEventsEnd, s.Gone, s.GoneLists, s.Notifications)
 }
 
 func (r *recorder) stats() Stats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	s := Stats{Writes: len(r.writes), Lists: map[string]int{}}
+	s := Stats{Lists: map[string]int{}, Compactions: len(r.compactions)}
+	for _, w := range r.writes {
+		if w.kind != compactKey {
+			s.Writes++
+		}
+	}
 	for _, l := range r.lists {
 		s.Lists[l.semantic]++
 		if l.status != nil && l.status.Code == k8s.StatusGone {
 			s.Gone++
+			s.GoneLists++
 		}
 	}
 	for _, w := range r.watches {

@@ -62,6 +62,17 @@ type Config struct {
 	// no answer makes the run fail: its outcome, and so the history, is
 	// unknown.
 	RequestTimeout time.Duration
+	// Compact, when set, compacts the apiserver's etcd at rev through the
+	// apiserver's own protocol (etcd3.Compact: a write of compact_rev_key,
+	// then the compaction), as a test harness with access to that etcd can,
+	// and returns the revision of the compact_rev_key write and the
+	// revision the store was at when the compaction took effect. The run
+	// then compacts every CompactEvery (default 1s) to the latest revision
+	// it had seen one period before, as the apiserver's compactor does, and
+	// records the compaction in force on every list and watch. Over HTTP
+	// alone compactions are invisible: leave it nil against a cluster.
+	Compact      func(ctx context.Context, rev int64) (keyRev, at int64, err error)
+	CompactEvery time.Duration
 	// System and SystemVersion name the system under test in the trace.
 	System, SystemVersion string
 	// Progress, when set, is told how the run goes.
@@ -102,6 +113,9 @@ func (c *Config) defaults() error {
 	}
 	if c.RequestTimeout <= 0 {
 		c.RequestTimeout = 30 * time.Second
+	}
+	if c.CompactEvery <= 0 {
+		c.CompactEvery = time.Second
 	}
 	if c.System == "" {
 		c.System = "Kubernetes apiserver"
@@ -207,6 +221,9 @@ func newRun(ctx context.Context, cfg Config) (*run, error) {
 	}
 	gvr := k8s.GVR{Group: cfg.Resource.Group, Version: cfg.Resource.Version, Resource: cfg.Resource.Resource}
 	r.rec = newRecorder(gvr, cfg.Namespace)
+	if cfg.Compact != nil {
+		r.rec.compactRev = -1 // the run compacts: it knows every compaction from its start
+	}
 	r.c = &client{rec: r.rec, res: dyn.Resource(cfg.Resource).Namespace(cfg.Namespace), ns: cfg.Namespace, gvr: cfg.Resource,
 		http: hc, host: d.host, newObject: r.newObject}
 	for i := range cfg.Objects {
@@ -424,6 +441,10 @@ func (r *run) run(ctx context.Context) (*built, error) {
 		wg.Add(1)
 		go func() { defer wg.Done(); r.writer(wctx, i) }()
 	}
+	if cfg.Compact != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); r.compactor(wctx) }()
+	}
 	for i := range cfg.Readers {
 		wg.Add(1)
 		go func() { defer wg.Done(); r.reader(wctx, i) }()
@@ -577,6 +598,38 @@ func (r *run) writer(ctx context.Context, i int) {
 			rv, _ := k8s.ParseRV(s.rv)
 			r.saw(rv)
 		}
+	}
+}
+
+// compactor compacts, every CompactEvery, to the latest revision the run
+// had seen one period before (the apiserver's compactor compacts to the
+// revision of its previous round).
+func (r *run) compactor(ctx context.Context) {
+	var target, done int64
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(r.cfg.CompactEvery):
+		}
+		rev := target
+		target = r.latest()
+		if rev <= done {
+			continue
+		}
+		r.rec.compactMu.Lock()
+		call := r.rec.clock()
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.RequestTimeout)
+		keyRev, at, err := r.cfg.Compact(cctx, rev)
+		cancel()
+		if err != nil {
+			r.rec.compactMu.Unlock()
+			r.fail(fmt.Errorf("compacting at %d: %w", rev, err))
+			return
+		}
+		r.rec.addCompaction(compaction{rev: rev, keyRev: keyRev, at: at, call: call})
+		r.rec.compactMu.Unlock()
+		done = rev
 	}
 }
 

@@ -68,14 +68,21 @@ func TestConform(t *testing.T) {
 		t.Run(b, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute+2*(*duration))
 			defer cancel()
-			s, err := Start(ctx, Options{Etcd: backend(t, b), Name: b})
+			eps := backend(t, b)
+			s, err := Start(ctx, Options{Etcd: eps, Name: b})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer s.Close()
+			comp, err := NewCompactor(eps)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer comp.Close()
 			var buf bytes.Buffer
 			cfg := kube.Config{REST: s.Config(), Resource: GVR, Namespace: "conform", Duration: *duration, Seed: 1, Exclusive: true,
-				System: "k8s.io/apiserver generic server (internal/apiservertest) over " + b, SystemVersion: Version, Progress: t.Logf}
+				System: "k8s.io/apiserver generic server (internal/apiservertest) over " + b, SystemVersion: Version, Progress: t.Logf,
+				Compact: comp.Compact, CompactEvery: 700 * time.Millisecond}
 			if *recordCorpus {
 				// Small: the corpus is checked on every run.
 				cfg.Duration, cfg.Objects, cfg.Readers = 2*time.Second, 4, 1
