@@ -50,7 +50,7 @@ type built struct {
 
 // build turns the recording into a trace. base is the revision the run
 // started from (the namespace held nothing then), final the revision of the
-// last consistent list, end the time recording ended. With exclusive, every
+// last consistent list, made after every watch ended. With exclusive, every
 // revision from base to the head must be a write of the run.
 func (r *recorder) build(hdr traces.Header, base, final int64, exclusive bool) (*built, error) {
 	r.compactMu.RLock()

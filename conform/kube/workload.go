@@ -505,10 +505,18 @@ func (r *run) run(ctx context.Context) (*built, error) {
 	inf.stop()
 	stopCollector()
 	<-collectorDone
+	// Every watch has ended: a consistent list now reads a revision no
+	// earlier answer can exceed — the head of the history (others may
+	// have written since the list above).
+	closing, st, _, err := r.c.list(ctx, metav1.ListOptions{})
+	if err != nil || st != nil {
+		return nil, fmt.Errorf("the closing list failed: %v %v", err, st)
+	}
+	head, _ := k8s.ParseRV(closing.GetResourceVersion())
 	cfg.Progress("recorded: %v", r.rec.stats())
 
 	hdr := traces.Header{System: cfg.System, SystemVersion: cfg.SystemVersion, Tool: "watchspec conform --kubeconfig", Seed: cfg.Seed}
-	return r.rec.build(hdr, base, finalRV, cfg.Exclusive)
+	return r.rec.build(hdr, base, max(head, finalRV), cfg.Exclusive)
 }
 
 // waitFor polls cond until it holds, or fails after d.

@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/klog/v2"
 
 	"github.com/watchspec/watchspec/conform/kube"
@@ -92,7 +96,7 @@ func TestConform(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Logf("%v", stats)
-			os.WriteFile(filepath.Join(t.ArtifactDir(), "trace.ndjson"), buf.Bytes(), 0o644)
+			defer saveOnFailure(t, buf.Bytes())
 			tr, err := traces.Read(bytes.NewReader(buf.Bytes()), "trace")
 			if err != nil {
 				t.Fatal(err)
@@ -115,6 +119,76 @@ func TestConform(t *testing.T) {
 				t.Logf("wrote %s", corpusFile(b))
 			}
 		})
+	}
+}
+
+// saveOnFailure keeps the trace of a failed test in its artifact directory.
+func saveOnFailure(t *testing.T, trace []byte) {
+	if !t.Failed() {
+		return
+	}
+	path := filepath.Join(t.ArtifactDir(), "trace.ndjson")
+	if err := os.WriteFile(path, trace, 0o644); err != nil {
+		t.Log(err)
+		return
+	}
+	t.Logf("trace: %s", path)
+}
+
+// TestConformSharedCluster: as on a real cluster, others write to the
+// apiserver's etcd while the run lasts (here: objects of the same resource
+// in another namespace, created, changed and deleted as fast as the
+// apiserver takes them). The run is not exclusive: the revisions it did not
+// write enter the history as writes outside its prefix, and it passes.
+func TestConformSharedCluster(t *testing.T) {
+	klog.SetLogger(logr.Discard())
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	s, err := Start(ctx, Options{Etcd: backend(t, "etcd"), Name: "etcd"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	other, err := s.Dynamic("other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; wctx.Err() == nil; i++ {
+			name := fmt.Sprintf("o%d", i%3)
+			obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.apiserver.k8s.io/v1", "kind": "Pod",
+				"metadata": map[string]any{"name": name, "annotations": map[string]any{"other": fmt.Sprint(i)}}}}
+			if _, err := other.Create(wctx, obj, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
+				other.Delete(wctx, name, metav1.DeleteOptions{})
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	var buf bytes.Buffer
+	stats, err := kube.Record(ctx, kube.Config{REST: s.Config(), Resource: GVR, Namespace: "conform", Duration: 3 * time.Second, Seed: 3}, &buf)
+	stop()
+	<-done
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%v", stats)
+	defer saveOnFailure(t, buf.Bytes())
+	if stats.Foreign == 0 {
+		t.Errorf("no revision was written by the other writer")
+	}
+	tr, err := traces.Read(bytes.NewReader(buf.Bytes()), "trace")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := linearizability.Check(tr, linearizability.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range res.Violations {
+		t.Errorf("%s %s: %s", v.Property, v.Where, v.Message)
 	}
 }
 
@@ -165,8 +239,8 @@ func TestMutantsCaught(t *testing.T) {
 				got[v.Property]++
 			}
 			t.Logf("violations: %v", got)
+			defer saveOnFailure(t, buf.Bytes())
 			if got[m.want] == 0 || len(got) != 1 {
-				os.WriteFile(filepath.Join(t.ArtifactDir(), "trace.ndjson"), buf.Bytes(), 0o644)
 				t.Errorf("%s was not caught as %s alone: %v", m.mutant, m.want, res.Violations)
 			}
 		})
