@@ -24,16 +24,17 @@ import (
 type Mutant string
 
 const (
-	// DropEvent drops the third change event of the first watch from a
-	// resourceVersion (SPEC §3.3 Reliable).
+	// DropEvent drops the third change event of a watch from a
+	// resourceVersion, and its bookmarks until its next change (SPEC §3.3
+	// Reliable).
 	DropEvent Mutant = "drop-watch-event"
 	// StaleExact answers a list with resourceVersionMatch=Exact at N (and
 	// no limit) with the list at N−3, relabelled N: stale data for an exact
 	// read (SPEC §4.2 ListSnapshot).
 	StaleExact Mutant = "stale-exact-list"
-	// BookmarkAhead sends, in the first watch from a resourceVersion that
-	// asked for bookmarks, a bookmark at the revision of its second change
-	// just before that change (SPEC §3.6 Bookmarkable).
+	// BookmarkAhead sends, in a watch from a resourceVersion, a bookmark
+	// at the revision of its second change just before that change (SPEC
+	// §3.6 Bookmarkable).
 	BookmarkAhead Mutant = "bookmark-ahead-of-event"
 )
 
@@ -48,7 +49,7 @@ type Proxy struct {
 	srv    *http.Server
 
 	mu      sync.Mutex
-	watches int  // watches from a resourceVersion seen so far
+	claimed bool // a watch was chosen for the damage
 	done    bool // the mutant did its damage
 }
 
@@ -149,22 +150,14 @@ func (p *Proxy) staleList(w http.ResponseWriter, r *http.Request) {
 	w.Write(body)
 }
 
-// watch passes a watch stream through, event by event, damaging the first
-// watch from a resourceVersion.
+// watch passes a watch stream through, event by event, and damages one
+// watch from a resourceVersion (not a WatchList, whose initial events are
+// no changes): the first to reach its third change (DropEvent) or its
+// second (BookmarkAhead).
 func (p *Proxy) watch(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	rv := q.Get("resourceVersion")
-	fromRV := rv != "" && rv != "0" && q.Get("sendInitialEvents") == ""
-	if p.mutant == BookmarkAhead {
-		fromRV = fromRV && q.Get("allowWatchBookmarks") == "true"
-	}
-	target := false
-	if fromRV {
-		p.mu.Lock()
-		p.watches++
-		target = p.watches == 1
-		p.mu.Unlock()
-	}
+	candidate := rv != "" && rv != "0" && q.Get("sendInitialEvents") == ""
 	resp, err := p.upstream(r)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadGateway)
@@ -177,19 +170,37 @@ func (p *Proxy) watch(w http.ResponseWriter, r *http.Request) {
 	flusher, _ := w.(http.Flusher)
 	dec := json.NewDecoder(resp.Body)
 	changes := 0
+	// dropping: this stream dropped a change and hides its bookmarks until
+	// the next change shows the gap (a drop with nothing after it on the
+	// stream is no damage: the next watch resumes before it).
+	dropping := false
+	defer func() {
+		if dropping {
+			p.mu.Lock()
+			p.claimed = false
+			p.mu.Unlock()
+		}
+	}()
 	for {
 		var ev map[string]any
 		if err := dec.Decode(&ev); err != nil {
 			return
 		}
 		typ, _ := ev["type"].(string)
-		if target && (typ == "ADDED" || typ == "MODIFIED" || typ == "DELETED") {
+		change := typ == "ADDED" || typ == "MODIFIED" || typ == "DELETED"
+		switch {
+		case dropping && typ == "BOOKMARK":
+			continue
+		case dropping && change:
+			dropping = false
+			p.damaged()
+		case candidate && change:
 			changes++
-			switch {
-			case p.mutant == DropEvent && changes == 3:
-				p.damaged()
+			if p.mutant == DropEvent && changes == 3 && p.claim() {
+				dropping = true
 				continue
-			case p.mutant == BookmarkAhead && changes == 2:
+			}
+			if p.mutant == BookmarkAhead && changes == 2 && p.claim() {
 				obj, _ := ev["object"].(map[string]any)
 				md, _ := obj["metadata"].(map[string]any)
 				bookmark := map[string]any{"type": "BOOKMARK", "object": map[string]any{
@@ -204,6 +215,17 @@ func (p *Proxy) watch(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// claim reserves the one damage the proxy does.
+func (p *Proxy) claim() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.claimed {
+		return false
+	}
+	p.claimed = true
+	return true
 }
 
 func (p *Proxy) damaged() {
