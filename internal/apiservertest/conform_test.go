@@ -10,11 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/klog/v2"
 
 	"github.com/watchspec/watchspec/conform/kube"
 	"github.com/watchspec/watchspec/impl/server"
@@ -67,7 +65,6 @@ func corpusFile(b string) string {
 // learnt from the writes). Issue 15. With -record-corpus it writes the two
 // runs to traces/corpus.
 func TestConform(t *testing.T) {
-	klog.SetLogger(logr.Discard())
 	for _, b := range []string{"etcd", "reference"} {
 		t.Run(b, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute+2*(*duration))
@@ -141,7 +138,6 @@ func saveOnFailure(t *testing.T, trace []byte) {
 // apiserver takes them). The run is not exclusive: the revisions it did not
 // write enter the history as writes outside its prefix, and it passes.
 func TestConformSharedCluster(t *testing.T) {
-	klog.SetLogger(logr.Discard())
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	s, err := Start(ctx, Options{Etcd: backend(t, "etcd"), Name: "etcd"})
@@ -196,7 +192,6 @@ func TestConformSharedCluster(t *testing.T) {
 // by a proxy in front of the real apiserver (over etcd), is caught by the
 // conformance check with the property that names it.
 func TestMutantsCaught(t *testing.T) {
-	klog.SetLogger(logr.Discard())
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	s, err := Start(ctx, Options{Etcd: backend(t, "etcd"), Name: "etcd"})
