@@ -3,7 +3,7 @@ GO ?= go
 PKGS ?= ./...
 FUZZTIME ?= 10s
 
-.PHONY: all test vet fmt fuzz bench bench-compare cover ci crash corrupt slow mutate conform-long
+.PHONY: all test vet fmt fuzz bench bench-compare cover ci crash corrupt slow mutate conform-long conform-kube
 
 all: vet test
 
@@ -78,6 +78,13 @@ conform-long:
 	$(GO) test ./conform -run '^(TestEtcdOneMember|TestEtcdThreeMembersWithKills)$$' -count=1 -v -timeout 60m -artifacts -outputdir $(CONFORM_OUT) -conform.runs $(CONFORM_RUNS) -conform.duration $(CONFORM_DURATION)
 	$(GO) test ./conform -run 'ReusedCompactedStore' -count=1 -v -timeout 30m -artifacts -outputdir $(CONFORM_OUT) -conform.reused-runs 5
 	$(GO) test ./cmd/watchspec -run '^TestConformEndpointsReused$$' -count=1 -v -timeout 30m -artifacts -outputdir $(CONFORM_OUT) -conform.endpoint-runs 5
+
+# The Kubernetes workload over HTTP (conform/kube) against the real
+# apiserver of internal/apiservertest, over etcd and over the reference
+# server, for KUBE_DURATION each (go test runs 3 s).
+KUBE_DURATION ?= 60s
+conform-kube:
+	$(GO) test ./internal/apiservertest -run '^TestConform$$' -count=1 -v -timeout 30m -apiserver.duration=$(KUBE_DURATION)
 
 cover:
 	$(GO) test -count=1 -coverprofile=cover.out $(PKGS)

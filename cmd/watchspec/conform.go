@@ -100,11 +100,15 @@ func runConform(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.prefix, "prefix", "", "where the run's keys live; no key may exist under it (default: a new prefix per run, /watchspec/<time>-<random>/)")
 	var tlsFlags clientTLSFlags
 	tlsFlags.register(fs)
+	kf := addKubeFlags(fs) // --kubeconfig: the Kubernetes workload (kube.go)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2
+	}
+	if kf.kubeconfig != "" {
+		return runConformKube(kf, &f, fs, stdout, stderr)
 	}
 	if f.endpoints != "" && !flagSet(fs, "restart-every") {
 		f.restartEvery = 0 // the default applies to the embedded server only

@@ -1,0 +1,5 @@
+//go:build !race
+
+package apiservertest
+
+const raceBuild = false
