@@ -2,6 +2,8 @@ package mutate
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -107,6 +109,36 @@ func TestEveryExpectationHasAStrictOperator(t *testing.T) {
 		if !found {
 			t.Errorf("no strict operator breaks the expectation %s (%s)", e.Name, e.Rule)
 		}
+	}
+}
+
+// TestMutationDocListsEveryOperator keeps docs/MUTATION.md's table of
+// operators in step with the code: every operator has its row, with its
+// kind, and no row names an operator that is gone.
+func TestMutationDocListsEveryOperator(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "MUTATION.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]string{}
+	for _, line := range strings.Split(string(doc), "\n") {
+		cells := strings.Split(line, " | ")
+		if len(cells) >= 2 && strings.HasPrefix(cells[0], "| `") {
+			rows[strings.Trim(strings.TrimPrefix(cells[0], "| "), "`")] = cells[1]
+		}
+	}
+	for _, op := range Operators() {
+		kind, ok := rows[op.Name]
+		switch {
+		case !ok:
+			t.Errorf("docs/MUTATION.md has no row for %s", op.Name)
+		case kind != op.Kind.String():
+			t.Errorf("docs/MUTATION.md gives %s the kind %s, the code %s", op.Name, kind, op.Kind)
+		}
+		delete(rows, op.Name)
+	}
+	for name := range rows {
+		t.Errorf("docs/MUTATION.md lists %s, which is no operator", name)
 	}
 }
 

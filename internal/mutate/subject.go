@@ -118,6 +118,15 @@ type timeRev struct{ time, rev int64 }
 // LoadCorpus reads every trace under dir (*.ndjson and *.ndjson.gz) and
 // checks it once; see [NewSubject].
 func LoadCorpus(dir string, opts linearizability.Options) ([]*Subject, error) {
+	files, err := CorpusFiles(dir)
+	if err != nil {
+		return nil, err
+	}
+	return LoadFiles(files, opts)
+}
+
+// CorpusFiles lists the traces under dir (*.ndjson and *.ndjson.gz), sorted.
+func CorpusFiles(dir string) ([]string, error) {
 	files, err := filepath.Glob(filepath.Join(dir, "*.ndjson*"))
 	if err != nil {
 		return nil, err
@@ -126,6 +135,12 @@ func LoadCorpus(dir string, opts linearizability.Options) ([]*Subject, error) {
 		return nil, fmt.Errorf("no trace (*.ndjson, *.ndjson.gz) in %s", dir)
 	}
 	sort.Strings(files)
+	return files, nil
+}
+
+// LoadFiles reads the trace files and checks each once; see [NewSubject].
+// Each subject is named by its file's base name.
+func LoadFiles(files []string, opts linearizability.Options) ([]*Subject, error) {
 	out := make([]*Subject, len(files))
 	errs := make([]error, len(files))
 	// Read and check the traces concurrently, GOMAXPROCS at a time.

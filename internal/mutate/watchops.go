@@ -175,6 +175,50 @@ var watchOperators = []*Operator{
 		},
 	},
 	{
+		Name: "watch-resume-skips-first", Kind: Semantic,
+		Doc: "drops the first response with events of a watch from a past revision s ≤ R₀, revealed by the next " +
+			"event: the first delivered event is not the first matching one at or after s (§3.5 Resumable; the " +
+			"shape of etcd#18089 and #19179), or CompactedCancel when what it skips lies below the compaction",
+		Properties: []spec.Property{spec.Resumable, spec.CompactedCancel},
+		apply: func(m *Mutant, r *rand.Rand) bool {
+			var ws []int
+			for _, i := range m.Subject.cleanWatches() {
+				wi := m.Subject.watch(i)
+				if s := wi.w.Request.StartRevision; wi.created >= 0 && s > 0 && s <= wi.r0 {
+					ws = append(ws, i)
+				}
+			}
+			if len(ws) == 0 {
+				return false
+			}
+			wi := m.Subject.watch(pickOne(r, ws))
+			rs := wi.eventResponses()
+			if len(rs) < 2 {
+				return false
+			}
+			j := rs[0]
+			// Nothing before it may claim the watch's progress: a binding
+			// notification there would make the skip Bookmarkable's.
+			if wi.before[j].bookmark > 0 {
+				return false
+			}
+			evs := wi.w.Responses[j].Response.Events
+			revs := revisionsOf(evs)
+			k, byProgress, ok := reveal(wi, j, revs[len(revs)-1], len(evs))
+			if !ok || byProgress {
+				return false
+			}
+			m.Expect = m.Subject.skipName(wi, true, wi.w.Responses[k].Time, revs, false)
+			if m.Expect == nil {
+				return false
+			}
+			m.setResponses(wi, slices.Delete(slices.Clone(m.responses(wi)), j, j+1))
+			m.whatf("%s: the first events (revisions %v) of a watch from %d dropped; the response at line %d reveals it",
+				where(wi, j), revs, wi.w.Request.StartRevision, wi.w.Responses[k].Line)
+			return true
+		},
+	},
+	{
 		Name: "watch-drop-event-of-revision", Kind: Semantic,
 		Doc:        "drops one event of a revision whose other events stay in the response: the revision is not whole (§3.4 Atomic)",
 		Properties: []spec.Property{spec.Atomic},
@@ -630,7 +674,17 @@ var watchOperators = []*Operator{
 		Doc:        "delivers a committed event of the type a NOPUT or NODELETE filter drops (§3.7 Filtered)",
 		Properties: []spec.Property{spec.Filtered},
 		apply: func(m *Mutant, r *rand.Rand) bool {
-			return insertForeign(m, r, func(wi *watchInfo, e kv.Event) bool {
+			// Only a watch with a filter has events to break it with.
+			var ws []int
+			for _, i := range m.Subject.cleanWatches() {
+				if req := m.Subject.Trace.Watches[i].Request; req.NoPut || req.NoDelete {
+					ws = append(ws, i)
+				}
+			}
+			if len(ws) == 0 {
+				return false
+			}
+			return insertForeignInto(m, r, m.Subject.watch(pickOne(r, ws)), func(wi *watchInfo, e kv.Event) bool {
 				return wi.w.Request.InRange(e.KV.Key) && wi.w.Request.FiltersOut(e.Type)
 			}, false)
 		},
@@ -1147,7 +1201,11 @@ func eventSite(m *Mutant, r *rand.Rand, ok func(*watchInfo, kv.Event) bool) (*wa
 // foreign accepts, where the revision order puts it; or, when fabricate is
 // set and there is none, a PUT of a key outside the range.
 func insertForeign(m *Mutant, r *rand.Rand, foreign func(*watchInfo, kv.Event) bool, fabricate bool) bool {
-	wi := cleanWatch(m, r)
+	return insertForeignInto(m, r, cleanWatch(m, r), foreign, fabricate)
+}
+
+// insertForeignInto is insertForeign on watch wi.
+func insertForeignInto(m *Mutant, r *rand.Rand, wi *watchInfo, foreign func(*watchInfo, kv.Event) bool, fabricate bool) bool {
 	if wi == nil || len(wi.eventResponses()) == 0 {
 		return false
 	}
