@@ -49,3 +49,31 @@ func ExampleProfileOption() {
 	// StartAfterCreated strengthens §3.10 StartRevision (§1 from(w))
 	// StrictFreshStart strengthens §5.8 FreshStart
 }
+
+// Which progress notifications bind a watch follows from the trace's
+// streams (docs/SPEC.md §3.6): a watch alone on its stream binds those after
+// its registration, and on a stream shared with another watch and asked for
+// progress none binds. Binds then answers for one notification: here one at
+// revision 5 on a watch created at header 7 that has received nothing yet —
+// the answer to a request computed before the watch was registered.
+func ExampleProgressBinding() {
+	stream := 0
+	alone := &traces.Watch{Client: 1, ID: 1, Stream: &stream, Time: 10, Request: watch.Request{Key: "a"}}
+	tr := &traces.Trace{Header: traces.Header{Version: traces.Version},
+		Watches:          []*traces.Watch{alone},
+		ProgressRequests: []traces.ProgressRequest{{Client: 1, Stream: 0, Time: 9}},
+	}
+	b := linearizability.ProgressBinding(tr, alone)
+	fmt.Println(b, b.Binds(7, false, 5), b.Binds(7, true, 5))
+
+	shared := &traces.Watch{Client: 1, ID: 2, Stream: &stream, Time: 11, Request: watch.Request{Key: "b"}}
+	tr.Watches = append(tr.Watches, shared)
+	fmt.Println(linearizability.ProgressBinding(tr, alone))
+
+	tr.ProgressRequests = nil
+	fmt.Println(linearizability.ProgressBinding(tr, alone))
+	// Output:
+	// BindAfterRegistration false true
+	// BindNone
+	// BindAll
+}

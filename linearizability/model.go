@@ -21,7 +21,8 @@ type Output struct {
 	// 0 when nothing is known.
 	Pinned int64
 	// NotAt, for an unknown outcome, holds revisions the operation cannot
-	// have created: watches delivered other events there.
+	// have created: watches delivered other events there. It says nothing
+	// about an operation that creates no revision (a compaction).
 	NotAt map[int64]bool
 }
 
@@ -98,8 +99,11 @@ func (a allow) step(states States, req kv.Request, out Output) States {
 					next = append(next, applied)
 				}
 			default:
+				// NotAt rules out revisions the operation would create; one
+				// that creates none (a compaction, a delete of nothing) is
+				// not constrained by what watches saw.
 				next = append(next, s)
-				if resp.Err == nil && !out.NotAt[applied.Revision()] {
+				if resp.Err == nil && (applied.Revision() == s.Revision() || !out.NotAt[applied.Revision()]) {
 					next = append(next, applied)
 				}
 			}

@@ -218,7 +218,7 @@ func watchConfigs(t *traces.Trace, ops []*op, wo watchOptions) []watch.Config {
 		committed = newAnsweredIndex(ops)
 	}
 	for i, w := range t.Watches {
-		out[i] = watch.Config{Expect: wo.expect, Progress: progressBinding(t, w)}
+		out[i] = watch.Config{Expect: wo.expect, Progress: ProgressBinding(t, w)}
 		if committed != nil {
 			out[i].CommittedBefore = committed.before(w.Time)
 		}
@@ -258,17 +258,23 @@ func (x *answeredIndex) before(t int64) int64 {
 	return x.revs[i-1]
 }
 
-// progressBinding decides which progress notifications bind w (docs/SPEC.md
-// §3.6) from what the trace says about streams. A watch that may share its
-// gRPC stream with another watch alive at the same time, on a stream the
-// client may have asked for progress, binds none: clientv3 registers every
-// watch of a stream again after the stream breaks, which no trace records,
-// and an answer computed in between may reach it. A watch alone on its
-// stream binds those after its registration (an answer computed while a
-// watch the client had already closed was still registered may reach it
-// first). A watch whose stream was never asked binds every one: etcd's
-// periodic notifications are per watch.
-func progressBinding(t *traces.Trace, w *traces.Watch) watch.ProgressBinding {
+// ProgressBinding decides which progress notifications bind watch w of
+// trace t (docs/SPEC.md §3.6) from what the trace says about streams — the
+// decision [Check] gives each watch's validator ([watch.Config].Progress).
+// A watch that may share its gRPC stream with another watch alive at the
+// same time, on a stream the client may have asked for progress, binds
+// none ([watch.BindNone]): clientv3 registers every watch of a stream again
+// after the stream breaks, which no trace records, and an answer computed
+// in between may reach it. A watch alone on its stream binds those after
+// its registration ([watch.BindAfterRegistration]: an answer computed while
+// a watch the client had already closed was still registered may reach it
+// first). A watch whose stream was never asked binds every one
+// ([watch.BindAll]): etcd's periodic notifications are per watch. A format
+// 1 trace, which cannot record progress requests, is read as asked.
+//
+// Use it with [watch.ProgressBinding.Binds] to tell whether one
+// notification of w is a claim about w.
+func ProgressBinding(t *traces.Trace, w *traces.Watch) watch.ProgressBinding {
 	sameStream := func(client int, stream *int) bool {
 		return client == w.Client && (w.Stream == nil || stream == nil || *stream == *w.Stream)
 	}

@@ -14,7 +14,15 @@
 // times, batching watch responses differently, adding truthful progress
 // notifications, re-encoding the file), and a weakening operator one that
 // may only remove evidence (truncating a stream, forgetting an outcome):
-// no property may fail that did not fail before.
+// no property may fail that did not fail before. A strict operator breaks
+// only an expectation of the strict profile (docs/SPEC.md §9.3): the
+// checker must name it under that profile and report nothing new by default.
+//
+// Operators ask the checker for the decisions its rules take from a trace
+// rather than copying them: which progress notifications bind a watch
+// (linearizability.ProgressBinding, watch.ProgressBinding.Binds), the
+// committed history of the linearization, the semantic of a list or watch
+// (k8s.ListSemantic, k8s.WatchSemantic).
 //
 // [Run] draws mutants from every operator over a set of [Subject]s (the
 // corpus, read with [LoadCorpus]) with a seeded random source and returns a
@@ -25,5 +33,6 @@
 // remakes it from that seed.
 //
 // To start: `go test ./internal/mutate` runs a short draw, and `make mutate`
-// a long one that prints the table.
+// a long one over the whole corpus that prints the table
+// (docs/MUTATION.md describes every operator and the last long draw).
 package mutate

@@ -23,7 +23,7 @@ import (
 var equivalenceOperators = []*Operator{
 	{
 		Name: "rename-clients", Kind: Equivalence,
-		Doc: "renumbers the clients (of operations and watches) with a random one-to-one map",
+		Doc: "renumbers the clients (of operations, watches and progress requests) with a random one-to-one map",
 		apply: func(m *Mutant, r *rand.Rand) bool {
 			t := m.tr()
 			ids := map[int]bool{}
@@ -32,6 +32,9 @@ var equivalenceOperators = []*Operator{
 			}
 			for _, w := range t.Watches {
 				ids[w.Client] = true
+			}
+			for _, q := range t.ProgressRequests {
+				ids[q.Client] = true
 			}
 			if len(ids) == 0 {
 				return false
@@ -42,6 +45,9 @@ var equivalenceOperators = []*Operator{
 			}
 			for _, w := range t.Watches {
 				w.Client = f[w.Client]
+			}
+			for i := range t.ProgressRequests {
+				t.ProgressRequests[i].Client = f[t.ProgressRequests[i].Client]
 			}
 			m.whatf("clients renumbered: %v", f)
 			return true
@@ -75,6 +81,53 @@ var equivalenceOperators = []*Operator{
 				w.ID = fs[w.Client][w.ID]
 			}
 			m.whatf("watches renumbered per client: %v", fs)
+			return true
+		},
+	},
+	{
+		Name: "rename-streams", Kind: Equivalence,
+		Doc: "renumbers each client's watch streams (of watches and progress requests) with a random one-to-one map: " +
+			"which watches share a stream, and which streams were asked for progress, are kept (§3.6)",
+		apply: func(m *Mutant, r *rand.Rand) bool {
+			t := m.tr()
+			per := map[int]map[int]bool{}
+			add := func(client, stream int) {
+				if per[client] == nil {
+					per[client] = map[int]bool{}
+				}
+				per[client][stream] = true
+			}
+			for _, w := range t.Watches {
+				if w.Stream != nil {
+					add(w.Client, *w.Stream)
+				}
+			}
+			for _, q := range t.ProgressRequests {
+				add(q.Client, q.Stream)
+			}
+			if len(per) == 0 {
+				return false
+			}
+			var clients []int
+			for c := range per {
+				clients = append(clients, c)
+			}
+			sort.Ints(clients)
+			fs := map[int]map[int]int{}
+			for _, c := range clients {
+				fs[c] = permute(per[c], r)
+			}
+			for _, w := range t.Watches {
+				if w.Stream != nil {
+					s := fs[w.Client][*w.Stream]
+					w.Stream = &s
+				}
+			}
+			for i := range t.ProgressRequests {
+				q := &t.ProgressRequests[i]
+				q.Stream = fs[q.Client][q.Stream]
+			}
+			m.whatf("streams renumbered per client: %v", fs)
 			return true
 		},
 	},
@@ -159,7 +212,7 @@ var equivalenceOperators = []*Operator{
 	},
 	{
 		Name: "shuffle-records", Kind: Equivalence,
-		Doc: "permutes the file order of the operations and of the watches (times, not places, order them)",
+		Doc: "permutes the file order of the operations, of the watches and of the progress requests (times, not places, order them)",
 		apply: func(m *Mutant, r *rand.Rand) bool {
 			t := m.tr()
 			if len(t.Ops)+len(t.Watches) < 2 {
@@ -167,7 +220,10 @@ var equivalenceOperators = []*Operator{
 			}
 			r.Shuffle(len(t.Ops), func(i, j int) { t.Ops[i], t.Ops[j] = t.Ops[j], t.Ops[i] })
 			r.Shuffle(len(t.Watches), func(i, j int) { t.Watches[i], t.Watches[j] = t.Watches[j], t.Watches[i] })
-			m.whatf("operations and watches shuffled in file order")
+			r.Shuffle(len(t.ProgressRequests), func(i, j int) {
+				t.ProgressRequests[i], t.ProgressRequests[j] = t.ProgressRequests[j], t.ProgressRequests[i]
+			})
+			m.whatf("operations, watches and progress requests shuffled in file order")
 			return true
 		},
 	},
@@ -302,7 +358,12 @@ var equivalenceOperators = []*Operator{
 	{
 		Name: "forget-outcomes", Kind: Weakening,
 		Doc: "turns one to three known responses into unknown outcomes (the client gave up at the same time): " +
-			"the operation may have taken effect at any time after its call, or never",
+			"the operation may have taken effect at any time after its call, or never. A write is forgotten only " +
+			"when what §2.7 takes as evidence still shows it took effect (an etcd or Kubernetes watch event or a " +
+			"listed object carries its write, or a later write of known outcome needs its revision): a watch " +
+			"response's header, a progress notification, a list's resourceVersion, the objects a list leaves out " +
+			"and an informer's notifications are not evidence (§2.7), so without it the checker may rightly take " +
+			"the write as never applied and blame what showed it",
 		apply: func(m *Mutant, r *rand.Rand) bool {
 			var known []int
 			for i, o := range m.tr().Ops {
@@ -315,6 +376,9 @@ var equivalenceOperators = []*Operator{
 			}
 			n := 1 + r.Intn(min(3, len(known)))
 			r.Shuffle(len(known), func(i, j int) { known[i], known[j] = known[j], known[i] })
+			if !m.Subject.evidenced(known[:n]) {
+				return false
+			}
 			var lines []int
 			for _, i := range known[:n] {
 				o := &m.tr().Ops[i]
@@ -335,6 +399,43 @@ var equivalenceOperators = []*Operator{
 		},
 	},
 	{
+		Name: "forget-streams", Kind: Weakening,
+		Doc: "forgets which gRPC stream each watch was on (format 2 `stream`): a watch may then share a stream with " +
+			"any watch of its client, so fewer progress notifications bind it (§3.6); a skip a notification " +
+			"revealed may then be named by the event that reveals it instead",
+		apply: func(m *Mutant, r *rand.Rand) bool {
+			t := m.tr()
+			n := 0
+			for _, w := range t.Watches {
+				if w.Stream != nil {
+					w.Stream = nil
+					n++
+				}
+			}
+			if n == 0 {
+				return false
+			}
+			m.tag("binding")
+			m.whatf("the streams of %d watches forgotten", n)
+			return true
+		},
+	},
+	{
+		Name: "forget-base-compaction", Kind: Weakening,
+		Doc: "forgets the compaction in force when the recording began (header base_compact_revision, format 2): " +
+			"unknown, the checker must take it as high as the history allows and fail no store for it (§2.4)",
+		apply: func(m *Mutant, r *rand.Rand) bool {
+			t := m.tr()
+			if t.Header.BaseCompactRevision == nil {
+				return false
+			}
+			m.whatf("base_compact_revision %d forgotten", *t.Header.BaseCompactRevision)
+			t.Header.BaseCompactRevision = nil
+			m.tag("compaction")
+			return true
+		},
+	},
+	{
 		Name: "re-encode", Kind: Equivalence,
 		Doc: "writes the trace, re-encodes it — byte strings as {\"base64\": …}, fields in another order, blank " +
 			"lines, gzip — and reads it back (docs/TRACE_FORMAT.md)",
@@ -350,6 +451,106 @@ var equivalenceOperators = []*Operator{
 			return true
 		},
 	},
+}
+
+// evidenced reports whether every write among the ops forgotten still
+// shows in what docs/SPEC.md §2.7 takes as evidence of an unknown write: a
+// PUT of each of its puts' key and value delivered by an etcd watch, a
+// Kubernetes watch event or a list; a DELETE of its key at its revision;
+// or a write of known outcome, not forgotten, answered a later revision
+// (the revision exists, and only the forgotten writes can have created it).
+func (s *Subject) evidenced(forgotten []int) bool {
+	s.evidenceOnce.Do(s.gatherEvidence)
+	shownPut, shownDelete := s.shownPut, s.shownDelete
+	gone := map[int]bool{}
+	for _, i := range forgotten {
+		gone[i] = true
+	}
+	later := func(rev int64) bool {
+		for i, o := range s.Trace.Ops {
+			if !gone[i] && writeCreates(o.Response) && o.Response.Revision > rev {
+				return true
+			}
+		}
+		return false
+	}
+	for _, i := range forgotten {
+		o := s.Trace.Ops[i]
+		if !writeCreates(o.Response) || later(o.Response.Revision) {
+			continue
+		}
+		ps, ds := writesOf(o.Request)
+		for _, p := range ps {
+			if !shownPut[[2]string{p.Key, p.Value}] {
+				return false
+			}
+		}
+		for _, d := range ds {
+			if !shownDelete[d.Key][o.Response.Revision] {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// gatherEvidence indexes the writes §2.7's evidence shows (see evidenced).
+func (s *Subject) gatherEvidence() {
+	shownPut, shownDelete := map[[2]string]bool{}, map[string]map[int64]bool{}
+	show := func(e kv.Event) {
+		if e.Type == kv.Put {
+			shownPut[[2]string{e.KV.Key, e.KV.Value}] = true
+			return
+		}
+		if shownDelete[e.KV.Key] == nil {
+			shownDelete[e.KV.Key] = map[int64]bool{}
+		}
+		shownDelete[e.KV.Key][e.KV.ModRevision] = true
+	}
+	for _, w := range s.Trace.Watches {
+		for _, r := range w.Responses {
+			for _, e := range r.Response.Events {
+				show(e)
+			}
+		}
+	}
+	if run := s.Trace.K8s; run != nil {
+		for _, c := range run.Watches {
+			for _, e := range c.Events {
+				o := e.Object
+				switch e.Type {
+				case k8s.Added, k8s.Modified:
+					show(kv.Event{Type: kv.Put, KV: kv.KeyValue{Key: o.Key, Value: o.Value}})
+				case k8s.Deleted:
+					show(kv.Event{Type: kv.Delete, KV: kv.KeyValue{Key: o.Key, ModRevision: o.ResourceVersion}})
+				}
+			}
+		}
+		for _, l := range run.Lists {
+			for _, o := range l.Result.Items {
+				show(kv.Event{Type: kv.Put, KV: kv.KeyValue{Key: o.Key, Value: o.Value}})
+			}
+		}
+	}
+	s.shownPut, s.shownDelete = shownPut, shownDelete
+}
+
+// writesOf lists the puts and deletes a request makes (a transaction's in
+// both branches).
+func writesOf(r kv.Request) (ps []kv.PutRequest, ds []kv.DeleteRequest) {
+	ops := []kv.Op{{Put: r.Put, Delete: r.Delete}}
+	if r.Txn != nil {
+		ops = append(append([]kv.Op(nil), r.Txn.Success...), r.Txn.Failure...)
+	}
+	for _, o := range ops {
+		if o.Put != nil {
+			ps = append(ps, *o.Put)
+		}
+		if o.Delete != nil {
+			ds = append(ds, *o.Delete)
+		}
+	}
+	return ps, ds
 }
 
 func pureEvents(r watch.Response) bool {
@@ -404,6 +605,26 @@ func retime(t *traces.Trace, f func(int64) int64) {
 		t.Annotations[i].Time = f(t.Annotations[i].Time)
 		t.Annotations[i].End = f(t.Annotations[i].End)
 	}
+	for i := range t.ProgressRequests {
+		t.ProgressRequests[i].Time = f(t.ProgressRequests[i].Time)
+	}
+	if info := t.K8sInfo; info != nil && !info.Untimed {
+		for i := range info.Lists {
+			info.Lists[i].Call, info.Lists[i].Return = f(info.Lists[i].Call), f(info.Lists[i].Return)
+		}
+		for i := range info.Watches {
+			info.Watches[i].Time = f(info.Watches[i].Time)
+			if info.Watches[i].End != 0 || info.Watches[i].EndLine != 0 {
+				info.Watches[i].End = f(info.Watches[i].End)
+			}
+		}
+		for i := range info.Entries {
+			info.Entries[i].Time = f(info.Entries[i].Time)
+		}
+		if info.Cache != (traces.K8sEntryInfo{}) {
+			info.Cache.Time = f(info.Cache.Time)
+		}
+	}
 }
 
 // reorderConcurrent permutes call times among calls no other recorded time
@@ -438,6 +659,20 @@ func reorderConcurrent(t *traces.Trace, r *rand.Rand) int {
 	}
 	for _, a := range t.Annotations {
 		pts = append(pts, point{a.Time, other, nil}, point{a.End, other, nil})
+	}
+	for _, q := range t.ProgressRequests {
+		pts = append(pts, point{q.Time, other, nil})
+	}
+	if info := t.K8sInfo; info != nil && !info.Untimed {
+		for _, l := range info.Lists {
+			pts = append(pts, point{l.Call, other, nil}, point{l.Return, other, nil})
+		}
+		for _, w := range info.Watches {
+			pts = append(pts, point{w.Time, other, nil}, point{w.End, other, nil})
+		}
+		for _, e := range info.Entries {
+			pts = append(pts, point{e.Time, other, nil})
+		}
 	}
 	sort.SliceStable(pts, func(i, j int) bool { return pts[i].t < pts[j].t })
 	// kindAt: the kind of every point at a time, or other when kinds mix.
@@ -630,6 +865,11 @@ func mapStrings(t *traces.Trace, fk, fv func(string) string) {
 	result := func(r k8s.ListResult) k8s.ListResult {
 		r.Items = objs(r.Items)
 		r.Continue, r.ContinueAfter = tok(r.Continue), tok(r.ContinueAfter)
+		if r.Status != nil && r.Status.Continue != "" {
+			st := *r.Status
+			st.Continue = tok(st.Continue)
+			r.Status = &st
+		}
 		return r
 	}
 	run.Prefix = fk(run.Prefix)
@@ -664,7 +904,7 @@ func mapStrings(t *traces.Trace, fk, fv func(string) string) {
 
 // bytesFields are the JSON fields whose values are byte strings
 // (traces.Bytes): a plain string or {"base64": …}.
-var bytesFields = map[string]bool{"key": true, "value": true, "range_end": true, "prefix": true, "continue_after": true}
+var bytesFields = map[string]bool{"key": true, "value": true, "range_end": true, "prefix": true, "continue": true, "continue_after": true}
 
 // reencode writes t and reads it back through a random re-encoding.
 func reencode(t *traces.Trace, r *rand.Rand) (*traces.Trace, string, error) {

@@ -259,7 +259,7 @@ var informerOperators = []*Operator{
 			}
 			n := v.note(i)
 			m.Expect = v.lostName(i, n)
-			m.tr().K8s.Entries = slices.Delete(m.tr().K8s.Entries, i, i+1)
+			m.spliceEntries(i, 1)
 			m.whatf("%s: handler %d's OnDelete of %q dropped", entryWhere(i), n.Handler, n.Key())
 			return true
 		},
@@ -279,7 +279,7 @@ var informerOperators = []*Operator{
 				head[o.Key] = o.ResourceVersion
 			}
 			v, i, ok := noteSite(m, r, func(v *informerView, i int, n k8s.Notification) bool {
-				return n.New != nil && v.quiet > i && v.nextAbout(i) < 0 && head[n.Key()] == n.New.ResourceVersion
+				return n.New != nil && v.quiet > i && v.nextAbout(i) < 0 && head[n.Key()] == n.New.ResourceVersion && !v.repeats(i)
 			})
 			if !ok {
 				return false
@@ -291,7 +291,7 @@ var informerOperators = []*Operator{
 			} else if v.order[0] == n.Handler && slices.ContainsFunc(v.order[1:], v.late) {
 				m.Expect = [][]spec.Property{{spec.InformerConverges}, {spec.InformerConverges, spec.LateHandler}}
 			}
-			m.tr().K8s.Entries = slices.Delete(m.tr().K8s.Entries, i, i+1)
+			m.spliceEntries(i, 1)
 			m.whatf("%s: handler %d's last %s of %q (at %d, the stored state) dropped", entryWhere(i), n.Handler, n.Type, n.Key(), n.New.ResourceVersion)
 			return true
 		},
@@ -321,7 +321,7 @@ var informerOperators = []*Operator{
 				return false
 			}
 			run := m.tr().K8s
-			run.Entries = slices.Insert(run.Entries, i+1, run.Entries[i])
+			m.spliceEntries(i+1, 0, run.Entries[i])
 			n := *run.Entries[i].Notification
 			m.Expect = one(spec.SameRVUpdate)
 			m.whatf("%s: handler %d's %s of %q at %d repeated", entryWhere(i), n.Handler, n.Type, n.Key(), n.New.ResourceVersion)
@@ -369,8 +369,7 @@ var informerOperators = []*Operator{
 			st := pickOne(r, sites)
 			run := m.tr().K8s
 			e := run.Entries[st.synced]
-			run.Entries = slices.Delete(run.Entries, st.synced, st.synced+1)
-			run.Entries = slices.Insert(run.Entries, st.initial, e)
+			m.moveEntry(st.synced, st.initial)
 			m.Expect = one(spec.HasSyncedDelivered)
 			m.whatf("%s: handler %d's HasSynced moved before its initial-list notification at entry %d", entryWhere(st.synced), *e.HasSynced, st.initial)
 			return true
@@ -450,54 +449,75 @@ var informerOperators = []*Operator{
 	},
 	{
 		Name: "informer-fresh-start", Kind: Semantic,
-		Doc: "records the informer's start after a revision newer than its first sync: its first list (or " +
-			"WatchList state) is older than what was committed before it started (§5.8 FreshStart; kubernetes#59848)",
+		Doc: "records the informer's start after a revision newer than its first sync, when that sync asked for a " +
+			"state as fresh as its start (a consistent read, or N, not \"0\"): its first list (or WatchList state) " +
+			"is older than what was committed before it started (§5.8 FreshStart; kubernetes#59848)",
 		Properties: []spec.Property{spec.FreshStart},
 		apply: func(m *Mutant, r *rand.Rand) bool {
-			s := m.Subject
-			if !informerSubject(s) {
+			return freshStart(m, r, informerSubject(m.Subject), false)
+		},
+	},
+	{
+		Name: "informer-fresh-start-strict", Kind: Strict,
+		Doc: "records the informer's start after a revision newer than its first sync read at resourceVersion \"0\": " +
+			"the API lets a cache serve \"0\" stale (§5.8, allowed by default), the strict profile's " +
+			"StrictFreshStart forbids it (§9.3; kubernetes#59848)",
+		Properties: []spec.Property{spec.FreshStart},
+		apply: func(m *Mutant, r *rand.Rand) bool {
+			if !informerSubject(m.Subject) {
 				return false
 			}
-			run := m.tr().K8s
-			start, first := -1, int64(-1)
-			for i, e := range run.Entries {
-				switch {
-				case e.Start != nil && start < 0:
-					start = i
-				case first < 0 && e.List != nil && run.Lists[*e.List].Result.Status == nil && run.Lists[*e.List].Options.Continue == "":
-					first = run.Lists[*e.List].Result.ResourceVersion
-				case first < 0 && e.WatchEvent != nil && e.WatchEvent.Event.InitialEventsEnd:
-					first = e.WatchEvent.Event.Object.ResourceVersion
-				}
-			}
-			if start < 0 || first < 0 || first >= s.head() {
-				return false
-			}
-			rev := first + 1 + r.Int63n(s.head()-first)
-			run.Entries[start].Start = &k8s.StartEntry{Revision: rev}
-			m.Expect = one(spec.FreshStart)
-			m.whatf("%s: the informer started when %d was committed; its first sync is at %d", entryWhere(start), rev, first)
-			return true
+			sb := m.Subject.strict()
+			return sb != nil && sb.k8sClean && freshStart(m, r, true, true)
 		},
 	},
 	{
 		Name: "informer-late-handler-gap", Kind: Semantic,
-		Doc:        "drops a notification after the initial list of a handler added late (§5.4 LateHandler)",
-		Properties: []spec.Property{spec.LateHandler},
+		Doc: "drops a notification after the initial list of a handler added late (§5.4 LateHandler); when the " +
+			"handler's next notification of the key is an OnUpdate, its old object is no longer the state the " +
+			"handler was last told of, which §5.1 InformerSubsequence names first",
+		Properties: []spec.Property{spec.LateHandler, spec.InformerSubsequence},
 		apply: func(m *Mutant, r *rand.Rand) bool {
-			_, i, ok := noteSite(m, r, func(v *informerView, i int, n k8s.Notification) bool {
-				return v.late(n.Handler) && !n.InInitialList
+			v, i, ok := noteSite(m, r, func(v *informerView, i int, n k8s.Notification) bool {
+				return v.late(n.Handler) && !n.InInitialList && !v.repeats(i)
 			})
 			if !ok {
 				return false
 			}
 			n := *m.tr().K8s.Entries[i].Notification
-			m.tr().K8s.Entries = slices.Delete(m.tr().K8s.Entries, i, i+1)
 			m.Expect = one(spec.LateHandler)
+			if j := v.nextAbout(i); j >= 0 {
+				if next := v.note(j); next.Type == k8s.OnUpdate && next.Old != nil {
+					m.Expect = one(spec.InformerSubsequence)
+				}
+			}
+			m.spliceEntries(i, 1)
 			m.whatf("%s: late handler %d's %s of %q dropped", entryWhere(i), n.Handler, n.Type, n.Key())
 			return true
 		},
 	},
+}
+
+// repeats reports whether the notification at entry i tells its handler a
+// state of the key it already had (a resync's update, same resourceVersion):
+// dropping it changes nothing the handler knows, and §5.4 does not compare
+// such updates.
+func (v *informerView) repeats(i int) bool {
+	n := v.note(i)
+	if n.New == nil {
+		return false
+	}
+	prev := -1
+	for _, j := range v.notes[n.Handler] {
+		if j < i && v.note(j).Key() == n.Key() {
+			prev = j
+		}
+	}
+	if prev < 0 {
+		return false
+	}
+	p := v.note(prev)
+	return p.New != nil && p.New.ResourceVersion == n.New.ResourceVersion
 }
 
 // nextAbout returns the entry index of the handler's next notification
@@ -580,4 +600,40 @@ func legitimateRVs(run *k8s.Run) map[int64]bool {
 		}
 	}
 	return ok
+}
+
+// freshStart moves the informer's start after its first sync — a list, or a
+// WatchList's state (the first the checker takes, k8s.CheckInformer) —
+// when the sync was read at resourceVersion "0" (any) or not (!any), and
+// expects FreshStart.
+func freshStart(m *Mutant, r *rand.Rand, ok, any bool) bool {
+	s := m.Subject
+	if !ok {
+		return false
+	}
+	run := s.Trace.K8s
+	start, first := -1, int64(-1)
+	var sem k8s.Semantic
+	for i, e := range run.Entries {
+		switch {
+		case e.Start != nil && start < 0:
+			start = i
+		case first < 0 && e.List != nil && run.Lists[*e.List].Result.Status == nil && run.Lists[*e.List].Options.Continue == "":
+			l := run.Lists[*e.List]
+			first = l.Result.ResourceVersion
+			sem, _, _ = k8s.ListSemantic(l.Options)
+		case first < 0 && e.WatchEvent != nil && e.WatchEvent.Event.InitialEventsEnd:
+			first = e.WatchEvent.Event.Object.ResourceVersion
+			ws, _ := k8s.WatchSemantic(run.Watches[e.WatchEvent.Watch].Options)
+			sem = ws.Semantic
+		}
+	}
+	if start < 0 || first < 0 || first >= s.head() || (sem == k8s.Any) != any {
+		return false
+	}
+	rev := first + 1 + r.Int63n(s.head()-first)
+	m.tr().K8s.Entries[start].Start = &k8s.StartEntry{Revision: rev}
+	m.Expect = one(spec.FreshStart)
+	m.whatf("%s: the informer started when %d was committed; its first sync (%s) is at %d", entryWhere(start), rev, sem, first)
+	return true
 }

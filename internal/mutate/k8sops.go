@@ -164,6 +164,16 @@ func continuationsOf(run *k8s.Run, i int) []int {
 	return out
 }
 
+// continueAfter returns the continue key of a page like r whose last item
+// is last: the recorded token's relation to its page's last item kept (the
+// apiserver's token encodes the last key and "\x00", PrepareContinueToken).
+func continueAfter(r k8s.ListResult, last string) string {
+	if n := len(r.Items); n > 0 && strings.HasPrefix(r.Continue, r.Items[n-1].Key) {
+		return last + strings.TrimPrefix(r.Continue, r.Items[n-1].Key)
+	}
+	return last
+}
+
 // setResult replaces list i's result, and the first page of its continuations.
 func setResult(run *k8s.Run, i int, res k8s.ListResult) {
 	conts := continuationsOf(run, i)
@@ -191,15 +201,18 @@ var k8sOperators = []*Operator{
 			}
 			l := s.Trace.K8s.Lists[i]
 			lo, hi := max(s.H.Base(), 1), l.Result.ResourceVersion
+			inconsistent := sem == k8s.Continuation && l.First != nil && l.First.Status != nil
 			bad := func(S int64) bool {
-				switch sem {
-				case k8s.MostRecent:
+				switch {
+				case sem == k8s.MostRecent, inconsistent:
+					// The inconsistent continuation (the token of a 410)
+					// reads the latest revision: a consistent read (§4.5).
 					return S < l.Before
-				case k8s.NotOlderThan:
+				case sem == k8s.NotOlderThan:
 					return S < rv
-				case k8s.Exact:
+				case sem == k8s.Exact:
 					return S != rv
-				case k8s.Continuation:
+				case sem == k8s.Continuation:
 					return l.First != nil && S != l.First.ResourceVersion
 				}
 				return false
@@ -207,11 +220,17 @@ var k8sOperators = []*Operator{
 			for range tries {
 				S := lo + r.Int63n(max(hi-lo, 1))
 				items := pageAt(s, l, sem, S)
-				if !bad(S) || (l.Result.Continue == "" && l.Options.Limit > 0 && int64(len(items)) > l.Options.Limit) {
+				if !bad(S) || (l.Result.Continue == "" && l.Options.Limit > 0 && int64(len(items)) > l.Options.Limit) ||
+					(l.Result.Continue != "" && len(items) == 0) {
 					continue
 				}
 				res := l.Result
 				res.ResourceVersion, res.Items = S, items
+				if res.Continue != "" {
+					// A stale page's token still starts the next page right
+					// after its last item (§4.2), as the recorded one did.
+					res.Continue = continueAfter(l.Result, items[len(items)-1].Key)
+				}
 				setResult(m.tr().K8s, i, res)
 				m.Expect = one(spec.ListResourceVersion)
 				m.whatf("%s (%s%s): served at revision %d instead of %d", listWhere(i), sem, rvString(rv), S, l.Result.ResourceVersion)
@@ -308,9 +327,98 @@ var k8sOperators = []*Operator{
 		},
 	},
 	{
+		Name: "k8s-list-bad-continue", Kind: Semantic,
+		Doc: "moves a page's continue token: before the page's last item (the next page repeats items) or past the " +
+			"next object at the page's revision (the next page skips it) (§4.2 ListSnapshot: a token starts the next " +
+			"page right after the page's last item)",
+		Properties: []spec.Property{spec.ListSnapshot},
+		apply: func(m *Mutant, r *rand.Rand) bool {
+			s := m.Subject
+			i, _, _, ok := listSite(m, r, false, func(_ int, l k8s.ListCall, _ k8s.Semantic, _ int64) bool {
+				return l.Result.Continue != "" && len(l.Result.Items) > 0
+			})
+			if !ok {
+				return false
+			}
+			l := s.Trace.K8s.Lists[i]
+			res := l.Result
+			last := res.Items[len(res.Items)-1].Key
+			var next []k8s.Object
+			for _, o := range s.KH.Objects(l.Prefix, res.ResourceVersion) {
+				if o.Key > res.Continue {
+					next = append(next, o)
+				}
+			}
+			if len(next) > 0 && r.Intn(2) == 0 {
+				res.Continue = next[0].Key
+				m.whatf("%s: continue token after %q, past the next object %q at revision %d (the page ends at %q)", listWhere(i), res.Continue, next[0].Key, res.ResourceVersion, last)
+			} else if len(last) > 1 {
+				res.Continue = last[:len(last)-1]
+				m.whatf("%s: continue token after %q, before the page's last item %q", listWhere(i), res.Continue, last)
+			} else {
+				return false
+			}
+			setResult(m.tr().K8s, i, res)
+			m.Expect = one(spec.ListSnapshot)
+			return true
+		},
+	},
+	{
+		Name: "k8s-list-false-token", Kind: Semantic,
+		Doc: "makes a refused list hand out a continue token it may not: a 410 to a continuation whose token does not " +
+			"continue where the expired page would have started, or a refusal of a list that is not a continuation " +
+			"that hands one out (§4.5 Expired: only a 410 to a continuation hands out the inconsistent continuation's token)",
+		Properties: []spec.Property{spec.Expired},
+		apply: func(m *Mutant, r *rand.Rand) bool {
+			s := m.Subject
+			if !k8sSubject(s, false) {
+				return false
+			}
+			var ls []int
+			for i, l := range s.Trace.K8s.Lists {
+				if l.Result.Status != nil && l.Result.Status.Code != k8s.StatusBadRequest && l.Result.Status.Code != k8s.StatusInvalid {
+					ls = append(ls, i)
+				}
+			}
+			if len(ls) == 0 {
+				return false
+			}
+			i := pickOne(r, ls)
+			l := s.Trace.K8s.Lists[i]
+			sem, _, err := k8s.ListSemantic(l.Options)
+			if err != nil {
+				return false
+			}
+			st := *l.Result.Status
+			switch {
+			case sem == k8s.Continuation && st.Code == k8s.StatusGone:
+				st.Continue = l.Options.Continue + "\x00mutant"
+				m.whatf("%s (%s, 410): hands out a token continuing after %q, not after %q", listWhere(i), sem, st.Continue, l.Options.Continue)
+			case sem != k8s.Continuation:
+				st.Continue = l.Prefix
+				m.whatf("%s (%s, %d): hands out a continue token (after %q)", listWhere(i), sem, st.Code, st.Continue)
+			default:
+				return false
+			}
+			res := l.Result
+			res.Status = &st
+			run := m.tr().K8s
+			for j := i + 1; j < len(run.Lists); j++ {
+				if f := run.Lists[j].First; f != nil && reflect.DeepEqual(*f, l.Result) {
+					c := res
+					run.Lists[j].First = &c
+				}
+			}
+			run.Lists[i].Result = res
+			m.Expect = one(spec.Expired)
+			return true
+		},
+	},
+	{
 		Name: "k8s-list-false-410", Kind: Semantic,
 		Doc: "answers 410 Gone to a list that may not expire: not Exact, a continuation or NotOlderThan with a " +
-			"limit, or reading a revision no compaction reached (§4.5 Expired)",
+			"limit (an inconsistent continuation, with the token of a 410, never), or reading a revision no " +
+			"compaction reached (§4.5 Expired)",
 		Properties: []spec.Property{spec.Expired},
 		apply: func(m *Mutant, r *rand.Rand) bool {
 			s := m.Subject
@@ -318,11 +426,12 @@ var k8sOperators = []*Operator{
 				if s.firstPage[i] {
 					return false
 				}
+				inconsistent := sem == k8s.Continuation && l.First != nil && l.First.Status != nil
 				asked := rv
 				if sem == k8s.Continuation && l.First != nil {
 					asked = l.First.ResourceVersion
 				}
-				mayExpire := sem == k8s.Exact || sem == k8s.Continuation || (sem == k8s.NotOlderThan && l.Options.Limit > 0)
+				mayExpire := sem == k8s.Exact || (sem == k8s.Continuation && !inconsistent) || (sem == k8s.NotOlderThan && l.Options.Limit > 0)
 				return !mayExpire || asked >= s.maxCompact()
 			})
 			if !ok {
@@ -337,19 +446,24 @@ var k8sOperators = []*Operator{
 	{
 		Name: "k8s-watch-false-410", Kind: Semantic,
 		Doc: "refuses with 410 Gone a watch that may not expire: one that opens with a state, or one from N not " +
-			"older than what was committed before it whose N+1 no compaction reached (§4.5 Expired)",
+			"older than the head when it was answered (§4.5 Expired: a server's window is its own, judged by the head " +
+			"then, the final head when the recording does not say)",
 		Properties: []spec.Property{spec.Expired},
 		apply: func(m *Mutant, r *rand.Rand) bool {
 			s := m.Subject
 			w, start, _, ok := k8sWatchSite(m, r, func(c k8s.WatchCall, start k8s.WatchStart, _ int) bool {
-				return start.Semantic != k8s.Exact || (start.From >= c.Before && start.From+1 >= s.maxCompact())
+				answered := c.After
+				if answered == 0 {
+					answered = s.head()
+				}
+				return start.Semantic != k8s.Exact || start.From >= max(c.Before, answered)
 			})
 			if !ok {
 				return false
 			}
 			run := m.tr().K8s
 			run.Watches[w].Status = &k8s.Status{Code: k8s.StatusGone, Reason: "Expired", Message: "too old resource version (mutation)"}
-			run.Entries = slices.DeleteFunc(run.Entries, func(e k8s.Entry) bool { return e.WatchEvent != nil && e.WatchEvent.Watch == w })
+			m.deleteEntries(func(_ int, e k8s.Entry) bool { return e.WatchEvent != nil && e.WatchEvent.Watch == w })
 			rebuildWatchEvents(run)
 			m.Expect = one(spec.Expired)
 			m.whatf("k8s watch %d (%s from %d): refused with 410 Gone", w, start.Semantic, start.From)
@@ -394,7 +508,7 @@ var k8sOperators = []*Operator{
 			}
 			m.Expect = compactionMayHide(m.Subject, evs[x].Object.ResourceVersion, one(name))
 			idx := watchEntries(run, w)
-			run.Entries = slices.Delete(run.Entries, idx[x], idx[x]+1)
+			m.spliceEntries(idx[x], 1)
 			rebuildWatchEvents(run)
 			m.whatf("%s: the %s of %q at %d dropped", k8sWhere(w, x), evs[x].Type, evs[x].Object.Key, evs[x].Object.ResourceVersion)
 			return true
@@ -421,7 +535,7 @@ var k8sOperators = []*Operator{
 			}
 			x := pickOne(r, xs)
 			idx := watchEntries(run, w)
-			run.Entries = slices.Insert(run.Entries, idx[x]+1, run.Entries[idx[x]])
+			m.spliceEntries(idx[x]+1, 0, run.Entries[idx[x]])
 			rebuildWatchEvents(run)
 			m.Expect = one(spec.Unique)
 			m.whatf("%s: the %s of %q at %d sent twice", k8sWhere(w, x), evs[x].Type, evs[x].Object.Key, evs[x].Object.ResourceVersion)
@@ -503,9 +617,15 @@ var k8sOperators = []*Operator{
 			}
 			run := m.tr().K8s
 			x := r.Intn(changes - 1)
+			evs := run.Watches[w].Events
+			if m.Subject.wasAState(run.Watches[w].Prefix, slices.Delete(slices.Clone(evs[:changes-1]), x, x+1), evs[changes-1].Object.ResourceVersion) {
+				// What is left is a state that really was, followed by
+				// changes it skipped (§3's names): another fault.
+				return false
+			}
 			idx := watchEntries(run, w)
-			o := run.Watches[w].Events[x].Object
-			run.Entries = slices.Delete(run.Entries, idx[x], idx[x]+1)
+			o := evs[x].Object
+			m.spliceEntries(idx[x], 1)
 			rebuildWatchEvents(run)
 			m.Expect = one(spec.WatchStart)
 			m.whatf("%s: the initial ADDED of %q left out", k8sWhere(w, x), o.Key)
@@ -634,7 +754,7 @@ var k8sOperators = []*Operator{
 			R := s.head() + 1 + int64(r.Intn(5))
 			idx := watchEntries(run, w)
 			e := k8s.Entry{WatchEvent: &k8s.WatchEventEntry{Watch: w, Event: k8s.WatchEvent{Type: k8s.Bookmark, Object: k8s.Object{ResourceVersion: R}}}}
-			run.Entries = slices.Insert(run.Entries, idx[len(idx)-1]+1, e)
+			m.spliceEntries(idx[len(idx)-1]+1, 0, e)
 			rebuildWatchEvents(run)
 			m.Expect = one(spec.Bookmarkable)
 			m.whatf("k8s watch %d: a bookmark at %d appended; the head is %d", w, R, s.head())
@@ -668,6 +788,30 @@ func k8sChangeSite(m *Mutant, r *rand.Rand, accept func(k8s.WatchEvent) bool, ch
 	m.Expect = one(p)
 	m.whatf("%s: the %s of %q at %d: %s", k8sWhere(w, x), evs[x].Type, evs[x].Object.Key, evs[x].Object.ResourceVersion, what)
 	return true
+}
+
+// wasAState reports whether some leading run of the ADDED events added —
+// all of them, or fewer, leaving as changes only ADDED events that are
+// creations (§4.3) — is the state under prefix at a revision up to top:
+// a reading of the stream in which it opens with a real state.
+func (s *Subject) wasAState(prefix string, added []k8s.WatchEvent, top int64) bool {
+	lowest := len(added)
+	for lowest > 0 && added[lowest-1].Object.UID == added[lowest-1].Object.ResourceVersion {
+		lowest--
+	}
+	for k := len(added); k >= lowest; k-- {
+		objs := make([]k8s.Object, k)
+		for i, e := range added[:k] {
+			objs[i] = e.Object
+		}
+		sort.Slice(objs, func(i, j int) bool { return objs[i].Key < objs[j].Key })
+		for rev := top; rev >= s.H.Base(); rev-- {
+			if slices.Equal(objs, s.KH.Objects(prefix, rev)) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // prefixRevisions returns the revisions in [lo, hi] with an event under prefix.
@@ -773,7 +917,7 @@ var k8sEquivalenceOperators = []*Operator{
 			} else {
 				return false
 			}
-			run.Entries = slices.Insert(run.Entries, at, e)
+			m.spliceEntries(at, 0, e)
 			rebuildWatchEvents(run)
 			m.whatf("k8s watch %d: a bookmark at %d after event %d", w, R, x)
 			return true
@@ -803,13 +947,7 @@ var k8sEquivalenceOperators = []*Operator{
 			for _, i := range idx[k:] {
 				drop[i] = true
 			}
-			var keep []k8s.Entry
-			for i, e := range run.Entries {
-				if !drop[i] {
-					keep = append(keep, e)
-				}
-			}
-			run.Entries = keep
+			m.deleteEntries(func(i int, _ k8s.Entry) bool { return drop[i] })
 			rebuildWatchEvents(run)
 			if start, changes, ok := watchStart(m.Subject.Trace.K8s.Watches[w]); ok && start.InitialState && k < changes {
 				m.tag("inside-initial-state")

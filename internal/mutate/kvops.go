@@ -9,9 +9,10 @@ import (
 	"github.com/watchspec/watchspec/model/spec"
 )
 
-// The semantic operators on key-value operations (docs/SPEC.md §2.6, §2.7).
-// They apply to linearizable subjects without a profile (a profile's
-// allowances change what a response may say).
+// The semantic operators on key-value operations (docs/SPEC.md §2.6, §2.7,
+// §2.8). They apply to linearizable subjects without a profile (a profile's
+// allowances change what a response may say). Serializable reads are not
+// linearized (§2.8): only kv-serializable-read changes them.
 
 // writeCreates reports whether a successful response says its request
 // created a revision: a put, a delete that removed keys, a transaction
@@ -100,7 +101,7 @@ var kvOperators = []*Operator{
 			}
 			i, ok := pickOp(s, r, func(i int) bool {
 				o := s.Trace.Ops[i]
-				return o.Request.Range != nil && o.Request.Range.Revision <= 0 && o.Response != nil && o.Response.Err == nil &&
+				return o.Request.Range != nil && o.Request.Range.Revision <= 0 && o.Response != nil && o.Response.Err == nil && !o.Serializable &&
 					s.committedBy(o.Call-1) > max(s.H.Base(), 1)
 			})
 			if !ok {
@@ -129,7 +130,7 @@ var kvOperators = []*Operator{
 			}
 			i, ok := pickOp(s, r, func(i int) bool {
 				o := s.Trace.Ops[i]
-				return o.Request.Range != nil && o.Request.Range.Revision > 0 && o.Response != nil && o.Response.Err == nil
+				return o.Request.Range != nil && o.Request.Range.Revision > 0 && o.Response != nil && o.Response.Err == nil && !o.Serializable
 			})
 			if !ok {
 				return false
@@ -161,7 +162,7 @@ var kvOperators = []*Operator{
 			if !kvSubject(s) {
 				return false
 			}
-			i, ok := pickOp(s, r, func(i int) bool { return len(responseKVs(s.Trace.Ops[i].Response)) > 0 })
+			i, ok := pickOp(s, r, func(i int) bool { return !s.Trace.Ops[i].Serializable && len(responseKVs(s.Trace.Ops[i].Response)) > 0 })
 			if !ok {
 				return false
 			}
@@ -186,7 +187,7 @@ var kvOperators = []*Operator{
 			}
 			i, ok := pickOp(s, r, func(i int) bool {
 				o := s.Trace.Ops[i]
-				return o.Request.Range != nil && o.Response != nil && o.Response.Err == nil &&
+				return o.Request.Range != nil && o.Response != nil && o.Response.Err == nil && !o.Serializable &&
 					(o.Request.Range.Revision <= 0 || o.Request.Range.Revision >= s.anyCompact(o.Return))
 			})
 			if !ok {
@@ -196,6 +197,51 @@ var kvOperators = []*Operator{
 			m.Expect = one(spec.Linearizable)
 			m.whatf("%s: answered %q", opWhere(s, i), kv.ErrCompacted)
 			return true
+		},
+	},
+	{
+		Name: "kv-serializable-read", Kind: Semantic,
+		Doc: "answers a serializable read (§2.8 SerializableRead: served by whichever member, possibly stale) with " +
+			"what no member could answer: the state of another revision under its header revision, or ErrCompacted " +
+			"for a read of the current revision, which no compaction makes unreadable",
+		Properties: []spec.Property{spec.SerializableRead},
+		apply: func(m *Mutant, r *rand.Rand) bool {
+			s := m.Subject
+			if !kvSubject(s) {
+				return false
+			}
+			i, ok := pickOp(s, r, func(i int) bool {
+				o := s.Trace.Ops[i]
+				return o.Serializable && o.Request.Range != nil && o.Response != nil && o.Response.Err == nil
+			})
+			if !ok {
+				return false
+			}
+			o := s.Trace.Ops[i]
+			rq := *o.Request.Range
+			if rq.Revision <= 0 && r.Intn(3) == 0 {
+				m.tr().Ops[i].Response = &kv.Response{Err: kv.ErrCompacted}
+				m.Expect = one(spec.SerializableRead)
+				m.whatf("%s: a serializable read of the current revision answered %q", opWhere(s, i), kv.ErrCompacted)
+				return true
+			}
+			at := o.Response.Revision
+			if rq.Revision > 0 {
+				at = rq.Revision
+			}
+			want := rangeAt(s, rq, at)
+			for range tries {
+				other := max(s.H.Base(), 1) + r.Int63n(s.head()-max(s.H.Base(), 1)+1)
+				got := rangeAt(s, rq, other)
+				if other == at || sameRange(got, want) {
+					continue
+				}
+				m.mutableResponse(i).Range = got
+				m.Expect = one(spec.SerializableRead)
+				m.whatf("%s: a serializable read at header %d (reading %d) answered with the state at %d", opWhere(s, i), o.Response.Revision, at, other)
+				return true
+			}
+			return false
 		},
 	},
 }

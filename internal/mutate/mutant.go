@@ -25,6 +25,11 @@ const (
 	// Weakening mutants only remove evidence: no property may fail that
 	// did not fail before (one that failed may now hold).
 	Weakening
+	// Strict mutants break only an expectation of the strict profile
+	// (docs/SPEC.md §9.3): checked under that profile the checker must
+	// report exactly one of the expected sets of properties, and checked
+	// by default (etcd's and Kubernetes' guarantees) nothing new.
+	Strict
 )
 
 func (k Kind) String() string {
@@ -35,6 +40,8 @@ func (k Kind) String() string {
 		return "equivalence"
 	case Weakening:
 		return "weakening"
+	case Strict:
+		return "strict"
 	}
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
@@ -61,8 +68,8 @@ type Mutant struct {
 	Trace *traces.Trace
 	// What describes the change, with the lines of the original trace.
 	What string
-	// Expect lists, for a semantic mutant, the acceptable sets of new
-	// properties; the checker must report exactly one of them.
+	// Expect lists, for a semantic or strict mutant, the acceptable sets of
+	// new properties; the checker must report exactly one of them.
 	Expect [][]spec.Property
 	// Tags are facts about the mutated site (such as "no-created") that a
 	// known checker defect may depend on.
@@ -129,8 +136,8 @@ func expectString(e [][]spec.Property) string {
 }
 
 // cloneTrace copies t deeply enough that a mutation may replace any
-// operation, watch, response, list, watch call or entry of the copy in
-// place. What lies below those (event slices, responses of operations,
+// operation, watch, response, progress request, list, watch call or entry
+// of the copy (and its K8sInfo) in place. What lies below those (event slices, responses of operations,
 // objects) is shared: operators copy it before they change it (see
 // mutable helpers below).
 func cloneTrace(t *traces.Trace) *traces.Trace {
@@ -143,6 +150,18 @@ func cloneTrace(t *traces.Trace) *traces.Trace {
 		c.Watches[i] = &wc
 	}
 	c.Annotations = slices.Clone(t.Annotations)
+	c.ProgressRequests = slices.Clone(t.ProgressRequests)
+	if t.Header.BaseCompactRevision != nil {
+		b := *t.Header.BaseCompactRevision
+		c.Header.BaseCompactRevision = &b
+	}
+	if t.K8sInfo != nil {
+		info := *t.K8sInfo
+		info.Lists = slices.Clone(info.Lists)
+		info.Watches = slices.Clone(info.Watches)
+		info.Entries = slices.Clone(info.Entries)
+		c.K8sInfo = &info
+	}
 	if t.K8s != nil {
 		run := *t.K8s
 		run.Lists = slices.Clone(run.Lists)
@@ -176,5 +195,62 @@ func rebuildWatchEvents(run *k8s.Run) {
 		if we := e.WatchEvent; we != nil {
 			run.Watches[we.Watch].Events = append(run.Watches[we.Watch].Events, we.Event)
 		}
+	}
+}
+
+// spliceEntries replaces the informer log's entries [at, at+del) of the
+// mutant's run with ins, and keeps the trace's K8sInfo in step (its
+// Entries run parallel to the run's): an inserted entry happens when the
+// entry before it did (or the one it displaces, at the start), with no line.
+// Callers rebuild the watches' events when they touch watch events.
+func (m *Mutant) spliceEntries(at, del int, ins ...k8s.Entry) {
+	t := m.tr()
+	t.K8s.Entries = slices.Replace(slices.Clone(t.K8s.Entries), at, at+del, ins...)
+	if info := t.K8sInfo; info != nil && len(info.Entries) > 0 {
+		var like traces.K8sEntryInfo
+		switch {
+		case at > 0:
+			like = info.Entries[at-1]
+		case at < len(info.Entries):
+			like = info.Entries[at]
+		}
+		like.Line = 0
+		add := make([]traces.K8sEntryInfo, len(ins))
+		for i := range add {
+			add[i] = like
+		}
+		info.Entries = slices.Replace(slices.Clone(info.Entries), at, at+del, add...)
+	}
+}
+
+// moveEntry moves the informer log's entry from to index to (counted in
+// the log without it); the times stay where they were (the log stays in
+// time order), the entry takes the time of its new place.
+func (m *Mutant) moveEntry(from, to int) {
+	run := m.tr().K8s
+	e := run.Entries[from]
+	entries := slices.Delete(slices.Clone(run.Entries), from, from+1)
+	run.Entries = slices.Insert(entries, to, e)
+}
+
+// deleteEntries deletes the informer log's entries that drop accepts, and
+// their K8sInfo.
+func (m *Mutant) deleteEntries(drop func(i int, e k8s.Entry) bool) {
+	t := m.tr()
+	info := t.K8sInfo
+	var keep []k8s.Entry
+	var keepInfo []traces.K8sEntryInfo
+	for i, e := range t.K8s.Entries {
+		if drop(i, e) {
+			continue
+		}
+		keep = append(keep, e)
+		if info != nil && i < len(info.Entries) {
+			keepInfo = append(keepInfo, info.Entries[i])
+		}
+	}
+	t.K8s.Entries = keep
+	if info != nil && len(info.Entries) > 0 {
+		info.Entries = keepInfo
 	}
 }

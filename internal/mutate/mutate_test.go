@@ -2,11 +2,14 @@ package mutate
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/watchspec/watchspec/linearizability"
 	"github.com/watchspec/watchspec/model/spec"
 	"github.com/watchspec/watchspec/traces"
 )
@@ -64,23 +67,78 @@ func TestMutantsAreReproducible(t *testing.T) {
 func TestEverySemanticPropertyHasAnOperator(t *testing.T) {
 	covered := map[spec.Property]bool{}
 	for _, op := range Operators() {
-		if op.Kind != Semantic && len(op.Properties) > 0 {
+		named := op.Kind == Semantic || op.Kind == Strict
+		if !named && len(op.Properties) > 0 {
 			t.Errorf("%s is %s but lists properties", op.Name, op.Kind)
 		}
-		for _, p := range op.Properties {
-			covered[p] = true
+		if op.Kind == Semantic {
+			for _, p := range op.Properties {
+				covered[p] = true
+			}
 		}
-		if op.Kind == Semantic && len(op.Properties) == 0 {
-			t.Errorf("semantic operator %s lists no property", op.Name)
+		if named && len(op.Properties) == 0 {
+			t.Errorf("%s operator %s lists no property", op.Kind, op.Name)
 		}
 	}
 	for _, e := range spec.Catalog() {
-		if s := e.Section; strings.HasPrefix(s, "2.") && s != "2.6" && s != "2.7" {
+		if s := e.Section; strings.HasPrefix(s, "2.") && s != "2.6" && s != "2.7" && s != "2.8" {
 			continue // §2.1–§2.5 are rules of the model, checked through §2.7
 		}
 		if !covered[e.Property] {
 			t.Errorf("no semantic operator breaks %s (§%s)", e.Property, e.Section)
 		}
+	}
+}
+
+// TestEveryExpectationHasAStrictOperator: every expectation of the strict
+// profile (docs/SPEC.md §9.3) is what some strict operator breaks, so that
+// the campaign holds the checker to the strict rules as well as to the
+// default ones.
+func TestEveryExpectationHasAStrictOperator(t *testing.T) {
+	strict, err := linearizability.LookupProfile("strict")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range strict.Expectations {
+		found := false
+		for _, op := range Operators() {
+			if op.Kind == Strict && len(op.Properties) > 0 && slices.Contains(e.Strengthens, op.Properties[0]) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no strict operator breaks the expectation %s (%s)", e.Name, e.Rule)
+		}
+	}
+}
+
+// TestMutationDocListsEveryOperator keeps docs/MUTATION.md's table of
+// operators in step with the code: every operator has its row, with its
+// kind, and no row names an operator that is gone.
+func TestMutationDocListsEveryOperator(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "MUTATION.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]string{}
+	for _, line := range strings.Split(string(doc), "\n") {
+		cells := strings.Split(line, " | ")
+		if len(cells) >= 2 && strings.HasPrefix(cells[0], "| `") {
+			rows[strings.Trim(strings.TrimPrefix(cells[0], "| "), "`")] = cells[1]
+		}
+	}
+	for _, op := range Operators() {
+		kind, ok := rows[op.Name]
+		switch {
+		case !ok:
+			t.Errorf("docs/MUTATION.md has no row for %s", op.Name)
+		case kind != op.Kind.String():
+			t.Errorf("docs/MUTATION.md gives %s the kind %s, the code %s", op.Name, kind, op.Kind)
+		}
+		delete(rows, op.Name)
+	}
+	for name := range rows {
+		t.Errorf("docs/MUTATION.md lists %s, which is no operator", name)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -48,7 +49,10 @@ type Result struct {
 	// New lists the properties with more violations than in the base
 	// verdict; Gone those that failed before and now hold.
 	New, Gone []spec.Property
-	// Violations are the mutant's violations of the New properties.
+	// Default lists, for a strict mutant, the properties the default check
+	// (no profile) found new: it must find none.
+	Default []spec.Property
+	// Violations are the mutant's violations of the New (and Default) properties.
 	Violations []linearizability.Violation
 	Err        error
 }
@@ -56,11 +60,17 @@ type Result struct {
 func (r Result) String() string {
 	m := r.Mutant
 	s := fmt.Sprintf("%s [%s] on %s (seed %d): %s", m.Op.Name, m.Op.Kind, m.Subject.Name, m.Seed, r.Outcome)
-	if m.Op.Kind == Semantic {
+	if m.Op.Kind == Semantic || m.Op.Kind == Strict {
 		s += fmt.Sprintf("; expected %s", expectString(m.Expect))
+	}
+	if m.Op.Kind == Strict {
+		s += " under the strict profile, nothing by default"
 	}
 	if len(r.New) > 0 {
 		s += fmt.Sprintf("; new FAIL %v", r.New)
+	}
+	if len(r.Default) > 0 {
+		s += fmt.Sprintf("; new FAIL by default %v", r.Default)
 	}
 	if len(r.Gone) > 0 {
 		s += fmt.Sprintf("; no longer FAIL %v", r.Gone)
@@ -78,39 +88,50 @@ func (r Result) String() string {
 	return s
 }
 
-// Judge checks the mutant and judges the verdict against its kind.
+// Judge checks the mutant and judges the verdict against its kind. A strict
+// mutant is checked twice: under the strict profile, where it must be
+// caught, and by default, where it must add nothing (a new default
+// violation is a false positive: the change breaks no guarantee of etcd or
+// Kubernetes).
 func Judge(m *Mutant) Result {
 	s := m.Subject
 	if m.Err != nil {
 		return Result{Mutant: m, Outcome: Error, Err: m.Err}
 	}
-	res, err := linearizability.Check(m.Trace, s.opts)
+	opts, base := s.opts, s.base
+	if m.Op.Kind == Strict {
+		sb := s.strict()
+		if sb == nil {
+			return Result{Mutant: m, Outcome: Error, Err: fmt.Errorf("%s cannot be checked under the strict profile", s.Name)}
+		}
+		opts, base = sb.opts, sb.base
+	}
+	r, res, err := compare(m, opts, base)
 	if err != nil {
 		return Result{Mutant: m, Outcome: Error, Err: err}
 	}
 	if res.Verdict == linearizability.Unknown {
 		return Result{Mutant: m, Outcome: Undecided}
 	}
-	got := counts(res)
-	r := Result{Mutant: m}
-	for p, n := range got {
-		if n > s.base[p] {
-			r.New = append(r.New, p)
-		}
-	}
-	for p := range s.base {
-		if got[p] == 0 {
-			r.Gone = append(r.Gone, p)
-		}
-	}
-	slices.Sort(r.New)
-	slices.Sort(r.Gone)
-	for _, v := range res.Violations {
-		if slices.Contains(r.New, v.Property) {
-			r.Violations = append(r.Violations, v)
-		}
-	}
 	switch m.Op.Kind {
+	case Strict:
+		switch {
+		case len(r.New) == 0:
+			r.Outcome = Missed
+		case slices.ContainsFunc(m.Expect, func(set []spec.Property) bool { return sameSet(set, r.New) }):
+			r.Outcome = Caught
+		default:
+			r.Outcome = OtherName
+		}
+		d, dres, err := compare(m, s.opts, s.base)
+		switch {
+		case err != nil:
+			return Result{Mutant: m, Outcome: Error, Err: err}
+		case dres.Verdict == linearizability.Unknown:
+			return Result{Mutant: m, Outcome: Undecided}
+		case len(d.New) > 0:
+			r.Outcome, r.Default, r.Violations = FalsePositive, d.New, append(r.Violations, d.Violations...)
+		}
 	case Semantic:
 		switch {
 		case len(r.New) == 0:
@@ -135,16 +156,58 @@ func Judge(m *Mutant) Result {
 	return r
 }
 
+// compare checks the mutant's trace with opts and compares the verdict with
+// base: the properties with more violations (New), and those that failed
+// before and now hold (Gone).
+func compare(m *Mutant, opts linearizability.Options, base map[spec.Property]int) (Result, *linearizability.Result, error) {
+	res, err := linearizability.Check(m.Trace, opts)
+	if err != nil {
+		return Result{}, nil, err
+	}
+	r := Result{Mutant: m}
+	if res.Verdict == linearizability.Unknown {
+		return r, res, nil
+	}
+	got := counts(res)
+	for p, n := range got {
+		if n > base[p] {
+			r.New = append(r.New, p)
+		}
+	}
+	for p := range base {
+		if got[p] == 0 {
+			r.Gone = append(r.Gone, p)
+		}
+	}
+	slices.Sort(r.New)
+	slices.Sort(r.Gone)
+	for _, v := range res.Violations {
+		if slices.Contains(r.New, v.Property) {
+			r.Violations = append(r.Violations, v)
+		}
+	}
+	return r, res, nil
+}
+
 // renamedSkip reports whether a weakening mutant only renamed a skip: it
 // removed the evidence that a compaction took effect (a compaction's
 // outcome, a compaction cancel), and a skip the checker named
-// CompactedCancel now has another of §3's skip names. The SPEC names a skip
-// by the compactions known (§3, "Compaction knowledge"): that is no new fault.
+// CompactedCancel now has another of §3's skip names; or it removed what
+// made a progress notification bind (§3.6), and a skip it named
+// Bookmarkable is now named by the event that reveals it. The SPEC names a
+// skip by what is known (§3, "One fault, one name", "Compaction
+// knowledge"): that is no new fault.
 func renamedSkip(m *Mutant, r Result) bool {
-	if !slices.Contains(m.Tags, "compaction") && !slices.Contains(m.Tags, "drops-cancel") {
+	var was spec.Property
+	switch {
+	case slices.Contains(m.Tags, "compaction") || slices.Contains(m.Tags, "drops-cancel"):
+		was = spec.CompactedCancel
+	case slices.Contains(m.Tags, "binding"):
+		was = spec.Bookmarkable
+	default:
 		return false
 	}
-	if len(r.New) == 0 || !slices.Contains(r.Gone, spec.CompactedCancel) {
+	if len(r.New) == 0 || !slices.Contains(r.Gone, was) {
 		return false
 	}
 	for _, p := range r.New {
@@ -241,6 +304,25 @@ func Run(subjects []*Subject, ops []*Operator, cfg Config) *Report {
 	return rep
 }
 
+// compareSections orders SPEC sections ("§3.10" after "§3.9").
+func compareSections(a, b string) int {
+	pa := strings.Split(strings.TrimPrefix(a, "§"), ".")
+	pb := strings.Split(strings.TrimPrefix(b, "§"), ".")
+	for i := 0; i < len(pa) && i < len(pb); i++ {
+		x, errx := strconv.Atoi(pa[i])
+		y, erry := strconv.Atoi(pb[i])
+		switch {
+		case errx != nil || erry != nil:
+			if c := strings.Compare(pa[i], pb[i]); c != 0 {
+				return c
+			}
+		case x != y:
+			return x - y
+		}
+	}
+	return len(pa) - len(pb)
+}
+
 // Failures returns the results whose outcome is not what their kind demands.
 func (r *Report) Failures() []Result {
 	var out []Result
@@ -268,13 +350,17 @@ func (r *Report) Table() string {
 	for _, op := range r.Operators {
 		rows[op.Name] = &row{traces: map[string]bool{}, n: map[Outcome]int{}}
 	}
-	byProp := map[spec.Property][2]int{}
+	type propKey struct {
+		p      spec.Property
+		strict bool
+	}
+	byProp := map[propKey][2]int{}
 	for _, res := range r.Results {
 		rw := rows[res.Mutant.Op.Name]
 		rw.applied++
 		rw.traces[res.Mutant.Subject.Name] = true
 		rw.n[res.Outcome]++
-		if res.Mutant.Op.Kind == Semantic {
+		if k := res.Mutant.Op.Kind; k == Semantic || k == Strict {
 			seen := map[spec.Property]bool{}
 			for _, set := range res.Mutant.Expect {
 				for _, p := range set {
@@ -282,12 +368,13 @@ func (r *Report) Table() string {
 						continue
 					}
 					seen[p] = true
-					c := byProp[p]
+					key := propKey{p, k == Strict}
+					c := byProp[key]
 					c[0]++
 					if res.Outcome == Caught {
 						c[1]++
 					}
-					byProp[p] = c
+					byProp[key] = c
 				}
 			}
 		}
@@ -301,7 +388,7 @@ func (r *Report) Table() string {
 	tot := map[Kind]map[Outcome]int{}
 	for _, op := range r.Operators {
 		rw := rows[op.Name]
-		sem := op.Kind == Semantic
+		sem := op.Kind == Semantic || op.Kind == Strict
 		if tot[op.Kind] == nil {
 			tot[op.Kind] = map[Outcome]int{}
 		}
@@ -311,17 +398,17 @@ func (r *Report) Table() string {
 		tot[op.Kind]["applied"] += rw.applied
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t\n", op.Name, op.Kind, rw.applied, len(rw.traces),
 			dash(sem, rw.n[Caught]), dash(sem, rw.n[OtherName]), dash(sem, rw.n[Missed]),
-			dash(!sem, rw.n[FalsePositive]), dash(op.Kind == Equivalence, rw.n[Lost]), rw.n[Undecided], rw.n[Error])
+			dash(op.Kind != Semantic, rw.n[FalsePositive]), dash(op.Kind == Equivalence, rw.n[Lost]), rw.n[Undecided], rw.n[Error])
 	}
-	for _, k := range []Kind{Semantic, Equivalence, Weakening} {
+	for _, k := range []Kind{Semantic, Strict, Equivalence, Weakening} {
 		t := tot[k]
 		if t == nil {
 			continue
 		}
-		sem := k == Semantic
+		sem := k == Semantic || k == Strict
 		fmt.Fprintf(tw, "TOTAL %s\t\t%d\t\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t\n", k, t["applied"],
 			dash(sem, t[Caught]), dash(sem, t[OtherName]), dash(sem, t[Missed]),
-			dash(!sem, t[FalsePositive]), dash(k == Equivalence, t[Lost]), t[Undecided], t[Error])
+			dash(k != Semantic, t[FalsePositive]), dash(k == Equivalence, t[Lost]), t[Undecided], t[Error])
 	}
 	tw.Flush()
 	if len(r.Unapplied) > 0 {
@@ -332,17 +419,25 @@ func (r *Report) Table() string {
 		sort.Strings(names)
 		fmt.Fprintf(&b, "\ndraws that found nothing to change in any trace: %s\n", strings.Join(names, ", "))
 	}
-	fmt.Fprintf(&b, "\nsemantic mutants per expected property (caught / expected):\n")
-	var props []spec.Property
+	fmt.Fprintf(&b, "\nsemantic and strict mutants per expected property (caught / expected):\n")
+	var props []propKey
 	for p := range byProp {
 		props = append(props, p)
 	}
 	sort.Slice(props, func(i, j int) bool {
-		return props[i].Section() < props[j].Section() || props[i].Section() == props[j].Section() && props[i] < props[j]
+		a, b := props[i], props[j]
+		if c := compareSections(a.p.Section(), b.p.Section()); c != 0 {
+			return c < 0
+		}
+		return a.p < b.p || a.p == b.p && !a.strict && b.strict
 	})
 	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	for _, p := range props {
-		fmt.Fprintf(tw, "  %s %s\t%d / %d\n", p.Section(), p, byProp[p][1], byProp[p][0])
+		label := string(p.p)
+		if p.strict {
+			label += " (strict profile)"
+		}
+		fmt.Fprintf(tw, "  %s %s\t%d / %d\n", p.p.Section(), label, byProp[p][1], byProp[p][0])
 	}
 	tw.Flush()
 	return b.String()

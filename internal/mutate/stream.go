@@ -4,8 +4,10 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/watchspec/watchspec/linearizability"
 	"github.com/watchspec/watchspec/model/kv"
 	"github.com/watchspec/watchspec/model/spec"
+	"github.com/watchspec/watchspec/model/watch"
 	"github.com/watchspec/watchspec/traces"
 )
 
@@ -18,6 +20,9 @@ type watchInfo struct {
 	created int   // index of the created response, −1 when none was recorded
 	r0      int64 // its header revision R₀
 	from    int64 // from(w); 0 when unknown (no created response and s = 0)
+	// binding says which progress notifications bind the watch, as the
+	// checker decides it from the trace's streams (docs/SPEC.md §3.6).
+	binding watch.ProgressBinding
 	// before[j] is the stream's state before response j; before[len] after the last.
 	before []streamState
 	// matching revisions of H at or above from (all of H when from is unknown), in order
@@ -26,12 +31,13 @@ type watchInfo struct {
 }
 
 type streamState struct {
-	delivered int   // events delivered so far
-	lastRev   int64 // revision of the last delivered event (0: none)
-	header    int64 // highest non-zero header so far
-	bookmark  int64 // highest progress notification so far
-	next      int64 // next(w): the first revision not yet accounted for
-	ended     bool  // a cancel came
+	delivered    int   // events delivered so far
+	lastRev      int64 // revision of the last delivered event (0: none)
+	maxDelivered int64 // highest revision of an event delivered so far
+	header       int64 // highest non-zero header so far
+	bookmark     int64 // highest progress notification so far that binds the watch
+	next         int64 // next(w): the first revision not yet accounted for
+	ended        bool  // a cancel came
 }
 
 // watch returns what is known of clean watch i, or nil when the watch is
@@ -41,7 +47,7 @@ func (s *Subject) watch(i int) *watchInfo { return s.winfo[i] }
 // readWatch reads clean watch i off the trace and H.
 func (s *Subject) readWatch(i int) *watchInfo {
 	w := s.Trace.Watches[i]
-	wi := &watchInfo{i: i, w: w, h: s.H, created: -1, evs: map[int64][]kv.Event{}}
+	wi := &watchInfo{i: i, w: w, h: s.H, created: -1, evs: map[int64][]kv.Event{}, binding: linearizability.ProgressBinding(s.Trace, w)}
 	for j, r := range w.Responses {
 		if r.Response.Created {
 			wi.created, wi.r0 = j, r.Response.Revision
@@ -68,7 +74,7 @@ func (s *Subject) readWatch(i int) *watchInfo {
 		}
 	}
 	st := streamState{next: wi.from}
-	for _, r := range w.Responses {
+	for j, r := range w.Responses {
 		wi.before = append(wi.before, st)
 		resp := r.Response
 		if resp.Revision != 0 {
@@ -77,9 +83,10 @@ func (s *Subject) readWatch(i int) *watchInfo {
 		for _, e := range resp.Events {
 			st.delivered++
 			st.lastRev = e.KV.ModRevision
+			st.maxDelivered = max(st.maxDelivered, e.KV.ModRevision)
 			st.next = max(st.next, e.KV.ModRevision+1)
 		}
-		if resp.IsProgressNotify() {
+		if resp.IsProgressNotify() && wi.bindsAt(j, st.delivered, resp.Revision) {
 			st.bookmark = max(st.bookmark, resp.Revision)
 			st.next = max(st.next, resp.Revision+1)
 		}
@@ -89,6 +96,20 @@ func (s *Subject) readWatch(i int) *watchInfo {
 	}
 	wi.before = append(wi.before, st)
 	return wi
+}
+
+// bindsAt reports whether a progress notification at revision p, placed
+// at index j of the stream (before the response now there) with delivered
+// events before it, binds the watch: the checker's rule
+// ([watch.ProgressBinding.Binds]), with the watch registered at its created
+// header once the created response came (the checker does not know of
+// re-registrations).
+func (wi *watchInfo) bindsAt(j, delivered int, p int64) bool {
+	created := int64(0)
+	if wi.created >= 0 && wi.created < j {
+		created = wi.r0
+	}
+	return wi.binding.Binds(created, delivered > 0, p)
 }
 
 // cleanWatches returns the indexes of the watches semantic operators may

@@ -48,6 +48,64 @@ type Subject struct {
 	winfo       map[int]*watchInfo
 	// firstPage[i]: a later continuation names Kubernetes list i its first page.
 	firstPage []bool
+
+	strictOnce sync.Once
+	strictBase *strictBase
+
+	// What §2.7's evidence shows of the writes (forget-outcomes).
+	evidenceOnce sync.Once
+	shownPut     map[[2]string]bool
+	shownDelete  map[string]map[int64]bool
+}
+
+// strictBase is the subject's verdict under the strict profile
+// (docs/SPEC.md §9.3), for the operators of kind Strict.
+type strictBase struct {
+	opts linearizability.Options
+	base map[spec.Property]int
+	// watchClean[i]: no strict violation names watch i (nor a default one).
+	watchClean []bool
+	// k8sClean: the informer run has no strict violation.
+	k8sClean bool
+}
+
+// strict returns the subject's verdict under the strict profile, checking
+// it on first use; nil when the subject is not judged against etcd's and
+// Kubernetes' guarantees alone (its header or the options name a profile),
+// or not linearizable.
+func (s *Subject) strict() *strictBase {
+	s.strictOnce.Do(func() {
+		if s.H == nil || s.Trace.Header.Profile != "" || s.opts.Profile != nil {
+			return
+		}
+		p, err := linearizability.LookupProfile("strict")
+		if err != nil {
+			return
+		}
+		opts := s.opts
+		opts.Profile = p
+		res, err := linearizability.Check(s.Trace, opts)
+		if err != nil || res.Verdict != linearizability.Linearizable {
+			return
+		}
+		sb := &strictBase{opts: opts, base: counts(res), watchClean: make([]bool, len(s.Trace.Watches)), k8sClean: s.k8sClean}
+		for i, w := range s.Trace.Watches {
+			sb.watchClean[i] = s.watchClean[i]
+			prefix := watchWhere(w)
+			for _, v := range res.Violations {
+				if strings.HasPrefix(v.Where, prefix) {
+					sb.watchClean[i] = false
+				}
+			}
+		}
+		for _, v := range res.Violations {
+			if v.Where == "informer run" {
+				sb.k8sClean = false
+			}
+		}
+		s.strictBase = sb
+	})
+	return s.strictBase
 }
 
 type compactOp struct {
@@ -60,6 +118,15 @@ type timeRev struct{ time, rev int64 }
 // LoadCorpus reads every trace under dir (*.ndjson and *.ndjson.gz) and
 // checks it once; see [NewSubject].
 func LoadCorpus(dir string, opts linearizability.Options) ([]*Subject, error) {
+	files, err := CorpusFiles(dir)
+	if err != nil {
+		return nil, err
+	}
+	return LoadFiles(files, opts)
+}
+
+// CorpusFiles lists the traces under dir (*.ndjson and *.ndjson.gz), sorted.
+func CorpusFiles(dir string) ([]string, error) {
 	files, err := filepath.Glob(filepath.Join(dir, "*.ndjson*"))
 	if err != nil {
 		return nil, err
@@ -68,6 +135,12 @@ func LoadCorpus(dir string, opts linearizability.Options) ([]*Subject, error) {
 		return nil, fmt.Errorf("no trace (*.ndjson, *.ndjson.gz) in %s", dir)
 	}
 	sort.Strings(files)
+	return files, nil
+}
+
+// LoadFiles reads the trace files and checks each once; see [NewSubject].
+// Each subject is named by its file's base name.
+func LoadFiles(files []string, opts linearizability.Options) ([]*Subject, error) {
 	out := make([]*Subject, len(files))
 	errs := make([]error, len(files))
 	// Read and check the traces concurrently, GOMAXPROCS at a time.

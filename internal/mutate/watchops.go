@@ -2,6 +2,7 @@ package mutate
 
 import (
 	"fmt"
+	"math"
 	"math/rand"
 	"slices"
 
@@ -21,6 +22,65 @@ func pickOne[T any](r *rand.Rand, xs []T) T { return xs[r.Intn(len(xs))] }
 // cleanWatch picks a clean watch, or nil.
 func cleanWatch(m *Mutant, r *rand.Rand) *watchInfo {
 	cw := m.Subject.cleanWatches()
+	if len(cw) == 0 {
+		return nil
+	}
+	return m.Subject.watch(pickOne(r, cw))
+}
+
+// matchingBelowFrom returns the revisions in [lo, hi] with matching events
+// (hi below from(w), which the watch's own index starts at), and those events.
+func (wi *watchInfo) matchingBelowFrom(lo, hi int64) ([]int64, map[int64][]kv.Event) {
+	var revs []int64
+	evs := map[int64][]kv.Event{}
+	for _, c := range wi.h.Between(lo, hi) {
+		for _, e := range c.Events {
+			if wi.w.Request.Matches(e) {
+				evs[c.Revision] = append(evs[c.Revision], e)
+			}
+		}
+		if len(evs[c.Revision]) > 0 {
+			revs = append(revs, c.Revision)
+		}
+	}
+	return revs, evs
+}
+
+// firstEvent returns the revision of the first event the watch delivered,
+// or MaxInt64.
+func (wi *watchInfo) firstEvent() int64 {
+	for _, resp := range wi.w.Responses {
+		if evs := resp.Response.Events; len(evs) > 0 {
+			return evs[0].KV.ModRevision
+		}
+	}
+	return math.MaxInt64
+}
+
+// insertEvents inserts, at index j of the watch's stream, a response with
+// the events evs and header revision hdr, received at time at.
+func (m *Mutant) insertEvents(wi *watchInfo, j int, at, hdr int64, evs []kv.Event) {
+	resp := traces.WatchResponse{Time: at, Response: watch.Response{Revision: hdr, Events: evs}}
+	m.setResponses(wi, slices.Insert(slices.Clone(m.responses(wi)), j, resp))
+}
+
+// strictWatch picks a watch that no violation names under the strict
+// profile either, or nil (the subject cannot be judged strictly).
+func strictWatch(m *Mutant, r *rand.Rand) *watchInfo {
+	clean := m.Subject.cleanWatches()
+	if len(clean) == 0 {
+		return nil
+	}
+	sb := m.Subject.strict()
+	if sb == nil {
+		return nil
+	}
+	var cw []int
+	for _, i := range clean {
+		if sb.watchClean[i] {
+			cw = append(cw, i)
+		}
+	}
 	if len(cw) == 0 {
 		return nil
 	}
@@ -50,9 +110,12 @@ func where(wi *watchInfo, j int) string {
 }
 
 // reveal finds the first response after j that shows revisions up to hi
-// missing: an event response, or a progress notification at hi or above.
-// A cancel, or a progress notification below hi, ends the search.
-func reveal(wi *watchInfo, j int, hi int64) (k int, byProgress bool, ok bool) {
+// missing: an event response, or a progress notification at hi or above
+// that binds the watch (docs/SPEC.md §3.6) in the mutant, whose stream has
+// removed events fewer before it. A cancel, or a binding progress
+// notification below hi, ends the search; one that binds nothing is passed
+// over (the checker holds it only to the head).
+func reveal(wi *watchInfo, j int, hi int64, removed int) (k int, byProgress bool, ok bool) {
 	rs := wi.w.Responses
 	for k = j + 1; k < len(rs); k++ {
 		resp := rs[k].Response
@@ -61,7 +124,7 @@ func reveal(wi *watchInfo, j int, hi int64) (k int, byProgress bool, ok bool) {
 			return 0, false, false
 		case len(resp.Events) > 0:
 			return k, false, true
-		case resp.IsProgressNotify():
+		case resp.IsProgressNotify() && wi.bindsAt(k, wi.before[k].delivered-removed, resp.Revision):
 			return k, true, resp.Revision >= hi
 		}
 	}
@@ -96,8 +159,9 @@ var watchOperators = []*Operator{
 				return false
 			}
 			j := pickOne(r, wi.eventResponses())
-			revs := revisionsOf(wi.w.Responses[j].Response.Events)
-			k, byProgress, ok := reveal(wi, j, revs[len(revs)-1])
+			evs := wi.w.Responses[j].Response.Events
+			revs := revisionsOf(evs)
+			k, byProgress, ok := reveal(wi, j, revs[len(revs)-1], len(evs))
 			if !ok {
 				return false
 			}
@@ -107,6 +171,50 @@ var watchOperators = []*Operator{
 			}
 			m.setResponses(wi, slices.Delete(slices.Clone(m.responses(wi)), j, j+1))
 			m.whatf("%s: dropped (revisions %v); the response at line %d reveals it", where(wi, j), revs, wi.w.Responses[k].Line)
+			return true
+		},
+	},
+	{
+		Name: "watch-resume-skips-first", Kind: Semantic,
+		Doc: "drops the first response with events of a watch from a past revision s ≤ R₀, revealed by the next " +
+			"event: the first delivered event is not the first matching one at or after s (§3.5 Resumable; the " +
+			"shape of etcd#18089 and #19179), or CompactedCancel when what it skips lies below the compaction",
+		Properties: []spec.Property{spec.Resumable, spec.CompactedCancel},
+		apply: func(m *Mutant, r *rand.Rand) bool {
+			var ws []int
+			for _, i := range m.Subject.cleanWatches() {
+				wi := m.Subject.watch(i)
+				if s := wi.w.Request.StartRevision; wi.created >= 0 && s > 0 && s <= wi.r0 {
+					ws = append(ws, i)
+				}
+			}
+			if len(ws) == 0 {
+				return false
+			}
+			wi := m.Subject.watch(pickOne(r, ws))
+			rs := wi.eventResponses()
+			if len(rs) < 2 {
+				return false
+			}
+			j := rs[0]
+			// Nothing before it may claim the watch's progress: a binding
+			// notification there would make the skip Bookmarkable's.
+			if wi.before[j].bookmark > 0 {
+				return false
+			}
+			evs := wi.w.Responses[j].Response.Events
+			revs := revisionsOf(evs)
+			k, byProgress, ok := reveal(wi, j, revs[len(revs)-1], len(evs))
+			if !ok || byProgress {
+				return false
+			}
+			m.Expect = m.Subject.skipName(wi, true, wi.w.Responses[k].Time, revs, false)
+			if m.Expect == nil {
+				return false
+			}
+			m.setResponses(wi, slices.Delete(slices.Clone(m.responses(wi)), j, j+1))
+			m.whatf("%s: the first events (revisions %v) of a watch from %d dropped; the response at line %d reveals it",
+				where(wi, j), revs, wi.w.Request.StartRevision, wi.w.Responses[k].Line)
 			return true
 		},
 	},
@@ -331,6 +439,9 @@ var watchOperators = []*Operator{
 				lo--
 			}
 			t := lo + r.Intn(p-lo)
+			if !wi.bindsAt(t, wi.before[t].delivered, R) {
+				return false // there it claims nothing about the watch (§3.6)
+			}
 			skipped := wi.matchingIn(wi.before[t].next, R)
 			m.Expect = m.Subject.skipName(wi, wi.before[t].delivered == 0, rs[t].Time, skipped, true)
 			if m.Expect == nil {
@@ -359,8 +470,12 @@ var watchOperators = []*Operator{
 			j := pickOne(r, wi.eventResponses())
 			rs := wi.w.Responses
 			revs := revisionsOf(rs[j].Response.Events)
-			R := max(revs[len(revs)-1], wi.before[j].header)
-			if s := wi.w.Request.StartRevision; R < s-1 {
+			// Not below an event delivered or a binding notification
+			// before it (§3.12), nor above one after it: every binding
+			// notification after j is at or above j's events.
+			st := wi.before[j]
+			R := max(revs[len(revs)-1], st.maxDelivered, st.bookmark)
+			if s := wi.w.Request.StartRevision; R < s-1 || !wi.bindsAt(j, st.delivered, R) {
 				return false
 			}
 			skipped := wi.matchingIn(wi.before[j].next, R)
@@ -397,17 +512,25 @@ var watchOperators = []*Operator{
 					next = end.lastRev + 1
 				}
 			}
-			if skipped := wi.matchingIn(next, m.Subject.head()); len(skipped) > 0 {
-				// It also reveals them missing: the same name, or another fault.
-				if n == 0 {
+			R := m.Subject.head() + 1 + int64(r.Intn(5))
+			// Beyond the head it is wrong whether or not it binds the watch;
+			// when it binds, it also claims every matching event up to R
+			// delivered, and must not be below the start (§3.10).
+			if wi.bindsAt(n, end.delivered, R) {
+				if s := wi.w.Request.StartRevision; s > 0 && R < s-1 {
 					return false
 				}
-				skip := m.Subject.skipName(wi, end.delivered == 0, rs[n-1].Time, skipped, true)
-				if !slices.EqualFunc(skip, one(spec.Bookmarkable), slices.Equal) {
-					return false
+				if skipped := wi.matchingIn(next, m.Subject.head()); len(skipped) > 0 {
+					// It also reveals them missing: the same name, or another fault.
+					if n == 0 {
+						return false
+					}
+					skip := m.Subject.skipName(wi, end.delivered == 0, rs[n-1].Time, skipped, true)
+					if !slices.EqualFunc(skip, one(spec.Bookmarkable), slices.Equal) {
+						return false
+					}
 				}
 			}
-			R := m.Subject.head() + 1 + int64(r.Intn(5))
 			t := wi.w.Time
 			if n > 0 {
 				t = rs[n-1].Time
@@ -453,8 +576,8 @@ var watchOperators = []*Operator{
 	},
 	{
 		Name: "watch-lower-progress", Kind: Semantic,
-		Doc: "lowers a progress notification below an earlier header revision (§3.12 MonotonicRevision), " +
-			"keeping it truthful and not below the start",
+		Doc: "lowers a progress notification that binds the watch (§3.6) below an event delivered before it or " +
+			"below an earlier binding notification (§3.12 MonotonicRevision), keeping it binding and not below the start",
 		Properties: []spec.Property{spec.MonotonicRevision},
 		apply: func(m *Mutant, r *rand.Rand) bool {
 			wi := cleanWatch(m, r)
@@ -464,7 +587,8 @@ var watchOperators = []*Operator{
 			lo := max(int64(1), wi.w.Request.StartRevision-1)
 			var ps []int
 			for p, resp := range wi.w.Responses {
-				if resp.Response.IsProgressNotify() && wi.before[p].header-1 >= lo {
+				st := wi.before[p]
+				if resp.Response.IsProgressNotify() && max(st.maxDelivered, st.bookmark)-1 >= lo {
 					ps = append(ps, p)
 				}
 			}
@@ -472,14 +596,68 @@ var watchOperators = []*Operator{
 				return false
 			}
 			p := pickOne(r, ps)
-			hi := wi.before[p].header - 1
-			R := lo + r.Int63n(hi-lo+1)
+			st := wi.before[p]
+			bound := max(st.maxDelivered, st.bookmark)
+			R := lo + r.Int63n(bound-lo)
+			if !wi.bindsAt(p, st.delivered, R) {
+				return false // a notification that binds nothing may go back (§3.6)
+			}
 			m.respAt(wi, p).Response.Revision = R
 			m.Expect = one(spec.MonotonicRevision)
-			if R < wi.before[p].lastRev {
-				m.tag("below-delivered")
+			what := "the event delivered at"
+			if st.bookmark > st.maxDelivered {
+				what = "the earlier progress notification at"
 			}
-			m.whatf("%s: progress notification at %d, below the earlier header %d", where(wi, p), R, hi+1)
+			m.whatf("%s: progress notification at %d, below %s %d", where(wi, p), R, what, bound)
+			return true
+		},
+	},
+	{
+		Name: "watch-lower-header-strict", Kind: Strict,
+		Doc: "lowers a response's header revision below an earlier header of the watch, but not below an event " +
+			"delivered in or before it nor (a binding progress notification) below an earlier binding one or the " +
+			"start: §3.12's default allows it (etcd's victim re-sends, moveVictims), the strict profile's " +
+			"MonotonicHeaders forbids it (§9.3)",
+		Properties: []spec.Property{spec.MonotonicRevision},
+		apply: func(m *Mutant, r *rand.Rand) bool {
+			wi := strictWatch(m, r)
+			if wi == nil {
+				return false
+			}
+			type site struct {
+				j      int
+				lo, hi int64
+			}
+			var sites []site
+			for j, resp := range wi.w.Responses {
+				rp := resp.Response
+				st := wi.before[j]
+				if rp.Created || rp.Canceled || rp.CompactRevision != 0 || rp.Revision == 0 || resp.RevisionUnknown {
+					continue
+				}
+				lo := max(st.maxDelivered, int64(1))
+				for _, e := range rp.Events {
+					lo = max(lo, e.KV.ModRevision)
+				}
+				if rp.IsProgressNotify() {
+					lo = max(lo, st.bookmark, wi.w.Request.StartRevision-1)
+				}
+				if hi := min(st.header, rp.Revision) - 1; lo <= hi {
+					sites = append(sites, site{j, lo, hi})
+				}
+			}
+			if len(sites) == 0 {
+				return false
+			}
+			st := pickOne(r, sites)
+			h := st.lo + r.Int63n(st.hi-st.lo+1)
+			resp := wi.w.Responses[st.j].Response
+			if resp.IsProgressNotify() && !wi.bindsAt(st.j, wi.before[st.j].delivered, h) {
+				return false // an answer that binds nothing is held to nothing, even strictly
+			}
+			m.respAt(wi, st.j).Response.Revision = h
+			m.Expect = one(spec.MonotonicRevision)
+			m.whatf("%s: header revision %d instead of %d, below the earlier header %d (not below any event delivered)", where(wi, st.j), h, resp.Revision, wi.before[st.j].header)
 			return true
 		},
 	},
@@ -496,7 +674,17 @@ var watchOperators = []*Operator{
 		Doc:        "delivers a committed event of the type a NOPUT or NODELETE filter drops (§3.7 Filtered)",
 		Properties: []spec.Property{spec.Filtered},
 		apply: func(m *Mutant, r *rand.Rand) bool {
-			return insertForeign(m, r, func(wi *watchInfo, e kv.Event) bool {
+			// Only a watch with a filter has events to break it with.
+			var ws []int
+			for _, i := range m.Subject.cleanWatches() {
+				if req := m.Subject.Trace.Watches[i].Request; req.NoPut || req.NoDelete {
+					ws = append(ws, i)
+				}
+			}
+			if len(ws) == 0 {
+				return false
+			}
+			return insertForeignInto(m, r, m.Subject.watch(pickOne(r, ws)), func(wi *watchInfo, e kv.Event) bool {
 				return wi.w.Request.InRange(e.KV.Key) && wi.w.Request.FiltersOut(e.Type)
 			}, false)
 		},
@@ -702,34 +890,119 @@ var watchOperators = []*Operator{
 	},
 	{
 		Name: "watch-event-before-start", Kind: Semantic,
-		Doc:        "delivers, right after the created response, a committed matching event below the watch's start (§3.10 StartRevision)",
-		Properties: []spec.Property{spec.StartRevision},
+		Doc: "delivers, right after the created response, committed matching events below where the watch may start " +
+			"(§3.10 StartRevision): for a watch from s > 0 one event below s; for a watch from now, which may start " +
+			"anywhere up to R₀ + 1 (§1), a whole revision r ≤ R₀ followed by matching events up to R₀ it then skips " +
+			"(named by §3's skip rules: StartRevision, CompactedCancel, Bookmarkable when a progress notification " +
+			"reveals them)",
+		Properties: []spec.Property{spec.StartRevision, spec.CompactedCancel, spec.Bookmarkable},
 		apply: func(m *Mutant, r *rand.Rand) bool {
 			wi := cleanWatch(m, r)
 			if wi == nil || wi.created < 0 {
 				return false
 			}
+			s := m.Subject
 			at := wi.w.Responses[wi.created].Time
-			lo := max(1, m.Subject.anyCompact(at)+1)
-			var early []kv.Event
-			for _, c := range m.Subject.H.Between(lo, wi.from-1) {
-				for _, e := range c.Events {
-					if wi.w.Request.Matches(e) {
-						early = append(early, e)
+			lo := max(1, s.anyCompact(at)+1, s.H.Base()+1)
+			req := wi.w.Request
+			if req.StartRevision > 0 {
+				var early []kv.Event
+				for _, c := range s.H.Between(lo, wi.from-1) {
+					for _, e := range c.Events {
+						if req.Matches(e) {
+							early = append(early, e)
+						}
 					}
 				}
+				if len(early) == 0 {
+					return false
+				}
+				e := pickOne(r, early)
+				if !req.PrevKV {
+					e.PrevKV = nil
+				}
+				m.insertEvents(wi, wi.created+1, at, max(wi.r0, e.KV.ModRevision), []kv.Event{e})
+				m.Expect = one(spec.StartRevision)
+				m.whatf("%s: the %s on %q at %d delivered; the watch starts at %d", where(wi, wi.created+1), e.Type, e.KV.Key, e.KV.ModRevision, wi.from)
+				return true
 			}
-			if len(early) == 0 {
+			// A watch from now: it may start at any revision up to R₀ + 1
+			// (§1; against a cluster nothing bounds it from below), and
+			// from its first event on it owes every matching event.
+			if s.opts.SingleServer || wi.firstEvent() <= wi.r0 {
+				return false // it started at or below R₀ already
+			}
+			revs, byRev := wi.matchingBelowFrom(lo, wi.r0)
+			if len(revs) < 2 {
 				return false
 			}
-			e := pickOne(r, early)
-			if !wi.w.Request.PrevKV {
-				e.PrevKV = nil
+			x := r.Intn(len(revs) - 1)
+			rev, skipped := revs[x], revs[x+1:]
+			// What follows shows the skip: the first event, or a progress
+			// notification that binds the watch once the event came.
+			k, byProgress, ok := reveal(wi, wi.created, wi.r0, -len(byRev[rev]))
+			if !ok {
+				return false
 			}
-			resp := traces.WatchResponse{Time: at, Response: watch.Response{Revision: max(wi.r0, e.KV.ModRevision), Events: []kv.Event{e}}}
-			m.setResponses(wi, slices.Insert(slices.Clone(m.responses(wi)), wi.created+1, resp))
 			m.Expect = one(spec.StartRevision)
-			m.whatf("%s: the %s on %q at %d delivered; the watch starts at %d", where(wi, wi.created+1), e.Type, e.KV.Key, e.KV.ModRevision, wi.from)
+			switch c, any := s.checkerCompact(wi.w.Responses[k].Time), s.anyCompact(wi.w.Responses[k].Time); {
+			case skipped[0] < c:
+				m.Expect = one(spec.CompactedCancel)
+			case skipped[0] < any:
+				return false
+			case byProgress:
+				m.Expect = one(spec.Bookmarkable)
+			}
+			evs := slices.Clone(byRev[rev])
+			if !req.PrevKV {
+				for x := range evs {
+					evs[x].PrevKV = nil
+				}
+			}
+			m.insertEvents(wi, wi.created+1, at, wi.r0, evs)
+			m.whatf("%s: revision %d delivered to a watch from now created at %d, which then skips revisions %v", where(wi, wi.created+1), rev, wi.r0, skipped)
+			return true
+		},
+	},
+	{
+		Name: "watch-start-at-created-strict", Kind: Strict,
+		Doc: "delivers to a watch from now, right after its created response, the last revision at or below R₀ " +
+			"with matching events, when none follows it up to R₀: a start at R₀ or below, which etcd ≥ 3.5.22 and " +
+			"clientv3's resume make (§1, allowed by default) and the strict profile's StartAfterCreated forbids " +
+			"(§3.10, §9.3)",
+		Properties: []spec.Property{spec.StartRevision},
+		apply: func(m *Mutant, r *rand.Rand) bool {
+			wi := strictWatch(m, r)
+			if wi == nil || wi.created < 0 || wi.w.Request.StartRevision != 0 || m.Subject.opts.SingleServer {
+				return false
+			}
+			s := m.Subject
+			at := wi.w.Responses[wi.created].Time
+			lo := max(1, s.anyCompact(at)+1, s.H.Base()+1)
+			revs, byRev := wi.matchingBelowFrom(lo, wi.r0)
+			if len(revs) == 0 || wi.firstEvent() <= wi.r0 {
+				return false
+			}
+			rev := revs[len(revs)-1]
+			// Once an event came, every later progress notification binds
+			// (§3.6): none before the first event may then go below it.
+			for _, resp := range wi.w.Responses[wi.created+1:] {
+				if len(resp.Response.Events) > 0 {
+					break
+				}
+				if resp.Response.IsProgressNotify() && resp.Response.Revision < rev {
+					return false
+				}
+			}
+			evs := slices.Clone(byRev[rev])
+			if !wi.w.Request.PrevKV {
+				for x := range evs {
+					evs[x].PrevKV = nil
+				}
+			}
+			m.insertEvents(wi, wi.created+1, at, wi.r0, evs)
+			m.Expect = one(spec.StartRevision)
+			m.whatf("%s: revision %d delivered to a watch from now created at %d", where(wi, wi.created+1), rev, wi.r0)
 			return true
 		},
 	},
@@ -742,7 +1015,17 @@ var watchOperators = []*Operator{
 			if wi == nil || wi.created < 0 || wi.w.Request.StartRevision < wi.r0+2 {
 				return false
 			}
-			R := wi.r0 + r.Int63n(wi.w.Request.StartRevision-1-wi.r0)
+			// R₀ ≤ R ≤ s−2, committed, and binding the watch right after its
+			// created response (§3.6: an answer at or below R₀ there may
+			// predate the registration).
+			lo, hi := wi.r0, min(wi.w.Request.StartRevision-2, m.Subject.head())
+			if !wi.bindsAt(wi.created+1, 0, lo) {
+				lo++
+			}
+			if lo > hi || !wi.bindsAt(wi.created+1, 0, hi) || wi.before[wi.created+1].delivered > 0 {
+				return false
+			}
+			R := lo + r.Int63n(hi-lo+1)
 			at := wi.w.Responses[wi.created].Time
 			m.setResponses(wi, slices.Insert(slices.Clone(m.responses(wi)), wi.created+1, traces.WatchResponse{Time: at, Response: watch.Response{Revision: R}}))
 			m.Expect = one(spec.StartRevision)
@@ -761,7 +1044,7 @@ var watchOperators = []*Operator{
 				return false
 			}
 			s := m.Subject
-			k, _, ok := reveal(wi, wi.created, 0)
+			k, _, ok := reveal(wi, wi.created, 0, 0)
 			if !ok || wi.before[k].delivered > 0 {
 				return false
 			}
@@ -812,9 +1095,19 @@ var watchOperators = []*Operator{
 			}
 			var C int64
 			if r.Intn(2) == 0 {
+				// The lowest revision the watch may still need (§3.11):
+				// next(w); for a watch from now that has received nothing,
+				// lo(w), which nothing bounds against a cluster (§1).
+				needed := st.next
+				if wi.w.Request.StartRevision == 0 && st.delivered == 0 && st.bookmark == 0 {
+					if s.opts.SingleServer {
+						return false
+					}
+					needed = 1
+				}
 				var real []int64
 				for _, o := range s.compactions {
-					if o.known && o.call <= at && o.rev <= st.next {
+					if o.known && o.call <= at && o.rev <= needed {
 						real = append(real, o.rev)
 					}
 				}
@@ -822,7 +1115,7 @@ var watchOperators = []*Operator{
 					return false
 				}
 				C = pickOne(r, real)
-				m.whatf("%s: replaced, with what follows, by a cancel for the compaction at %d (next(w) = %d)", where(wi, k), C, st.next)
+				m.whatf("%s: replaced, with what follows, by a cancel for the compaction at %d (the watch needs revisions from %d on)", where(wi, k), C, needed)
 			} else {
 				if st.next+1 > s.head() {
 					return false
@@ -908,7 +1201,11 @@ func eventSite(m *Mutant, r *rand.Rand, ok func(*watchInfo, kv.Event) bool) (*wa
 // foreign accepts, where the revision order puts it; or, when fabricate is
 // set and there is none, a PUT of a key outside the range.
 func insertForeign(m *Mutant, r *rand.Rand, foreign func(*watchInfo, kv.Event) bool, fabricate bool) bool {
-	wi := cleanWatch(m, r)
+	return insertForeignInto(m, r, cleanWatch(m, r), foreign, fabricate)
+}
+
+// insertForeignInto is insertForeign on watch wi.
+func insertForeignInto(m *Mutant, r *rand.Rand, wi *watchInfo, foreign func(*watchInfo, kv.Event) bool, fabricate bool) bool {
 	if wi == nil || len(wi.eventResponses()) == 0 {
 		return false
 	}

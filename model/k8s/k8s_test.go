@@ -319,6 +319,20 @@ func TestCheckWatch(t *testing.T) {
 			Events: []k8s.WatchEvent{added(at("a", 4)), added(at("b", 4)), bookmark(4, false), added(at("c", 5)), deleted, bookmark(6, true)}}, []spec.Property{spec.InitialEventsEnd}},
 		{"defaulted to a watch list, catching up", k8s.WatchCall{Options: k8s.WatchOptions{AllowWatchBookmarks: true}, Before: 6, After: 6,
 			Events: []k8s.WatchEvent{added(at("a", 4)), added(at("b", 4)), added(at("c", 5)), deleted, bookmark(6, true)}}, nil},
+		// One object left out of the initial events is §4.3's fault: an
+		// ADDED event that is not a creation (b, created at 3) belongs to
+		// the state, so the stream is not read as an empty old state
+		// followed by changes that skip history (mutation campaign:
+		// k8s-watch-drop-initial was named CompactedCancel, IsCreate,
+		// Bookmarkable).
+		{"watch list missing an initial object", k8s.WatchCall{Options: watchList, Before: 5, After: 5,
+			Events: []k8s.WatchEvent{added(at("a", 5)), added(at("c", 5)), bookmark(5, true)}}, []spec.Property{spec.WatchStart}},
+		{"state missing an initial object", k8s.WatchCall{Options: k8s.WatchOptions{ResourceVersion: "0"}, Before: 5, After: 5, CompactRevision: -1,
+			Events: []k8s.WatchEvent{added(at("a", 5)), added(at("c", 5)), bookmark(5, false)}}, []spec.Property{spec.WatchStart}},
+		// Left out of a state that really was, one object is a creation
+		// the stream skipped: the state at 4, then the bookmark at 5.
+		{"watch list missing its newest object", k8s.WatchCall{Options: watchList, Before: 5, After: 5,
+			Events: []k8s.WatchEvent{added(at("a", 5)), added(at("b", 5)), bookmark(5, true)}}, []spec.Property{spec.Bookmarkable}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.call.Prefix = prefix

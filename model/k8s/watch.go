@@ -201,6 +201,16 @@ func checkInitialState(h History, c WatchCall, start WatchStart,
 	for n < len(c.Events) && c.Events[n].Type == Added {
 		n++
 	}
+	// The state is the leading ADDED events up to some k ≤ n; those after
+	// k are changes, and an ADDED change is a creation (§4.3, §3.9). So an
+	// ADDED event that is not a creation belongs to the state: k is at
+	// least past the last such event. (Without this bound a stream missing
+	// one object of its state reads as a state from long ago followed by
+	// changes that skip history, and its one fault gets §3's names.)
+	lowest := n
+	for lowest > 0 && c.Events[lowest-1].Object.UID == c.Events[lowest-1].Object.ResourceVersion {
+		lowest--
+	}
 	base := h.commits().Base()
 	if start.EndBookmark {
 		// ADDED… (a state at some revision S₀), then maybe changes after
@@ -234,10 +244,11 @@ func checkInitialState(h History, c WatchCall, start WatchStart,
 			fail(spec.WatchStart, []int64{rev, c.After}, nil, "initial events at revision %d, beyond the committed revision %d", rev, c.After)
 		}
 		// The state: the longest run of leading ADDED events that is the
-		// state at a revision S₀ ≤ S below the change after it; the events
-		// up to the bookmark are then the changes after S₀, which the
-		// bookmark (a progress notification at S) says are complete.
-		for k := n; k >= 0; k-- {
+		// state at a revision S₀ ≤ S below the change after it, leaving as
+		// changes only ADDED events that are creations; the events up to
+		// the bookmark are then the changes after S₀, which the bookmark (a
+		// progress notification at S) says are complete.
+		for k := n; k >= lowest; k-- {
 			top := rev
 			if k < m {
 				top = min(top, c.Events[k].Object.ResourceVersion-1)
@@ -280,7 +291,7 @@ func checkInitialState(h History, c WatchCall, start WatchStart,
 			}
 		}
 	}
-	for k := n; k >= 0; k-- {
+	for k := n; k >= lowest; k-- {
 		// The state is not newer than what follows it: a bookmark's
 		// revision, or the revision before the first change.
 		top := hi

@@ -155,6 +155,41 @@ const (
 	BindNone
 )
 
+// Binds reports whether a progress notification at revision p is a claim
+// about the watch (docs/SPEC.md §3.6), given what the stream showed of the
+// watch's current registration on the server: created, the header revision
+// of its created response (0 when none was seen), and eventsSince, whether
+// an event of the watch arrived since. Under [BindAll] every notification
+// binds and under [BindNone] none; under [BindAfterRegistration] one binds
+// once an event arrived since the registration, or when it is above the
+// created header — an answer computed before the registration is at or
+// below that header and arrives before the watch's first event.
+//
+// It is the rule a [Validator] applies; a tool that reasons about a stream
+// (a mutation campaign placing a notification where it must bind) asks it
+// here rather than copying it.
+func (b ProgressBinding) Binds(created int64, eventsSince bool, p int64) bool {
+	switch b {
+	case BindNone:
+		return false
+	case BindAfterRegistration:
+		return eventsSince || (created != 0 && p > created)
+	}
+	return true
+}
+
+func (b ProgressBinding) String() string {
+	switch b {
+	case BindAll:
+		return "BindAll"
+	case BindAfterRegistration:
+		return "BindAfterRegistration"
+	case BindNone:
+		return "BindNone"
+	}
+	return fmt.Sprintf("ProgressBinding(%d)", int(b))
+}
+
 // Expectations are stronger than etcd's guarantees: watchspec recommends
 // them, and the strict profile checks them (docs/SPEC.md §9.3). A correct
 // etcd breaks them.
@@ -256,15 +291,7 @@ func (v *Validator) Observe(r Response) []spec.Violation {
 
 // binds reports whether a progress notification at p is a claim about this
 // watch (see [ProgressBinding]).
-func (v *Validator) binds(p int64) bool {
-	switch v.cfg.Progress {
-	case BindNone:
-		return false
-	case BindAfterRegistration:
-		return v.regEvents || (v.regCreated != 0 && p > v.regCreated)
-	}
-	return true
-}
+func (v *Validator) binds(p int64) bool { return v.cfg.Progress.Binds(v.regCreated, v.regEvents, p) }
 
 func (v *Validator) fail(p spec.Property, revisions []int64, keys []string, format string, args ...any) {
 	v.out = append(v.out, spec.Violation{Property: p, Revisions: revisions, Keys: keys, Message: fmt.Sprintf(format, args...)})
