@@ -134,7 +134,9 @@ func (o *Options) point(name string) {
 // afterwards loses nothing it acknowledged. The data file (bbolt) is
 // brought up to date from memory by checkpoints, off the write path (see
 // [Options.CheckpointBytes]); Open replays what the log holds beyond it. The
-// revision never decreases across restarts.
+// revision never decreases across restarts. Writers that outpace the
+// checkpoints wait for them once twice CheckpointBytes of records are held
+// in memory ([Stats].MemBytes, MemWaits), so that memory stays bounded.
 //
 // # Integrity
 //
