@@ -133,10 +133,10 @@ func (s *Store) checkpoint() error {
 
 // checkpointPartBytes is the most bytes of records one part of a
 // checkpoint writes (unless a single group commit holds more): a quarter of
-// CheckpointBytes, 2 MiB when checkpoints by size are off. A part is one
-// transaction of the data file, whose pages bbolt builds in memory before
-// it writes them: the part bounds that copy, and the time a writer waiting
-// for room (see Store.waitRoom) waits.
+// CheckpointBytes, at most 1 MiB (1 MiB when checkpoints by size are off).
+// A part is one transaction of the data file, whose pages bbolt builds in
+// memory before it writes them: the part bounds that copy, and the time a
+// writer waiting for room (see Store.waitRoom) waits.
 func (s *Store) checkpointPartBytes() int64 {
 	if b := s.opts.CheckpointBytes; b > 0 {
 		return max(min(b/4, maxCheckpointPartBytes), 1)
