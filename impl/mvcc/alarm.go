@@ -57,6 +57,10 @@ func (s *Store) DisarmAlarm(a Alarm) bool {
 
 func (s *Store) raiseNoSpace(cause error) {
 	if s.noSpace.CompareAndSwap(false, true) {
+		// Checkpoints stop: writers waiting for one to make room go on.
+		s.memMu.Lock()
+		s.memRoom.Broadcast()
+		s.memMu.Unlock()
 		s.opts.Logger.Error("mvcc: alarm raised: no space left; puts are refused until the alarm is disarmed", "dir", s.dir, "alarm", AlarmNoSpace, "cause", cause)
 	}
 }
@@ -70,9 +74,13 @@ type Stats struct {
 	// (etcd_mvcc_db_total_size_in_bytes); DBSizeInUse the bytes of its
 	// pages in use (etcd_mvcc_db_total_size_in_use_in_bytes).
 	DBSize, DBSizeInUse int64
-	// LogBytes is the size of the log's segments; MemBytes the bytes of
-	// the records kept in memory until the next checkpoint.
-	LogBytes, MemBytes int64
+	// LogBytes is the size of the log's segments. MemBytes is the bytes of
+	// the durable records the store holds in memory because the data file
+	// does not hold them yet (those a checkpoint is writing included); it
+	// stays below twice Options.CheckpointBytes, plus one group commit,
+	// while checkpoints succeed. MemWaits counts the times the writers
+	// waited for a checkpoint to make room (see Options.CheckpointBytes).
+	LogBytes, MemBytes, MemWaits int64
 	// GroupCommits counts the batches appended to the log, LogSyncs their
 	// fdatasyncs (one each, none with UnsafeNoFsync), Checkpoints the
 	// checkpoints, BackendCommits the commits of the data file (checkpoints
@@ -106,6 +114,7 @@ func (s *Store) Stats() Stats {
 	s.walMu.Unlock()
 	s.memMu.Lock()
 	st.MemBytes = s.memBytes
+	st.MemWaits = s.stats.memWaits.Load()
 	s.memMu.Unlock()
 	return st
 }

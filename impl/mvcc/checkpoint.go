@@ -103,51 +103,12 @@ func (s *Store) checkpoint() error {
 	}
 	s.opts.point("checkpoint: rotated")
 
-	// 2. The data file.
-	if dirty {
-		s.memMu.Lock()
-		n := 0
-		for n < len(s.mem) && s.mem[n].rev.main <= rev {
-			n++
-		}
-		recs := s.mem[:n:n] // durable, never changed again
-		s.memMu.Unlock()
-		st := storeState{format: formatVersion, storeID: s.storeID, rev: rev, sched: compact}
-		err := s.boltUpdate(func(tx *bolt.Tx) error {
-			b := tx.Bucket(bucketKey)
-			for _, r := range recs {
-				if err := b.Put(revKey(r.rev), r.val); err != nil {
-					return err
-				}
-			}
-			return tx.Bucket(bucketMeta).Put(metaState, sealBytes(metaState, st.encode()))
-		})
-		if err != nil {
+	// 2. The data file, in parts.
+	for done := !dirty; !done; {
+		var err error
+		if done, err = s.checkpointPart(rev, compact); err != nil {
 			return s.checkpointFailed(err)
 		}
-		s.opts.point("checkpoint: committed")
-		// Readers of views published from now on read these records from
-		// the data file (whose new read transaction is already published).
-		s.memMu.Lock()
-		s.ckptRev, s.ckptCompact = rev, compact
-		i := 0
-		for i < len(s.mem) && s.mem[i].rev.main <= rev {
-			s.memBytes -= int64(len(s.mem[i].val) + revKeyLen)
-			i++
-		}
-		s.mem = append([]memRecord(nil), s.mem[i:]...) // a new array: old views keep theirs
-		if len(s.mem) == 0 {
-			s.memBytes, s.memSince = 0, time.Time{}
-		} else {
-			s.memSince = time.Now()
-		}
-		v := s.view.Load()
-		pub := 0
-		for pub < len(s.mem) && s.mem[pub].rev.main <= v.rev {
-			pub++
-		}
-		s.view.Store(&view{rev: v.rev, compactRev: v.compactRev, ckptRev: rev, mem: s.mem[:pub:pub]})
-		s.memMu.Unlock()
 	}
 
 	// 3. The segments the data file now covers, oldest first.
@@ -170,12 +131,123 @@ func (s *Store) checkpoint() error {
 	return nil
 }
 
-// checkpointFailed raises the NOSPACE alarm for a full disk. The log
-// still holds everything: nothing is lost, and the next checkpoint retries.
+// checkpointPartBytes is the most bytes of records one part of a
+// checkpoint writes (unless a single group commit holds more): a quarter of
+// CheckpointBytes, at most 1 MiB (1 MiB when checkpoints by size are off).
+// A part is one transaction of the data file, whose pages bbolt builds in
+// memory before it writes them: the part bounds that copy, and the time a
+// writer waiting for room (see Store.waitRoom) waits.
+func (s *Store) checkpointPartBytes() int64 {
+	if b := s.opts.CheckpointBytes; b > 0 {
+		return max(min(b/4, maxCheckpointPartBytes), 1)
+	}
+	return maxCheckpointPartBytes
+}
+
+const maxCheckpointPartBytes = 1 << 20
+
+// checkpointFillPercent is how full bbolt fills the pages of the records
+// bucket: its keys are revisions, appended in order, so nearly full pages
+// stay nearly full (bbolt's default, 0.5, suits random inserts).
+const checkpointFillPercent = 0.9
+
+// checkpointPart writes the next part of a checkpoint that goes up to the
+// revision rev and the scheduled compaction compact: the records of the
+// oldest group commits kept in memory, whole group commits only, at most
+// checkpointPartBytes of them (at least one group commit), together with
+// the state after the last of them, in one transaction of the data file.
+// Then it drops them from memory and wakes the writers waiting for room.
+// It reports whether the data file now holds everything up to (rev,
+// compact).
+//
+// A crash between two parts is a crash after step (2) of a checkpoint that
+// went only as far as the part: the data file's revision is the end of a
+// frame of the log (Open refuses a frame that straddles it), the log still
+// holds everything after it, and Open replays that — including a
+// compaction scheduled in a frame the data file already covers, whose
+// state then says the compaction as of the part's last frame.
+func (s *Store) checkpointPart(rev, compact int64) (done bool, err error) {
+	s.memMu.Lock()
+	limit := s.checkpointPartBytes()
+	nf, nrec := 0, 0
+	var bytes int64
+	for nf < len(s.memFrames) {
+		f := s.memFrames[nf]
+		if f.rev > rev || f.rev == rev && f.compact > compact {
+			break // after the rotation: in the segment being appended to
+		}
+		if nf > 0 && bytes+f.bytes > limit {
+			break
+		}
+		nf, nrec, bytes = nf+1, nrec+f.recs, bytes+f.bytes
+	}
+	if nf == 0 || nrec > len(s.mem) || nrec > 0 && s.mem[nrec-1].rev.main != s.memFrames[nf-1].rev {
+		// Every durable group commit above the checkpoint is in memFrames
+		// (commit adds it under the log's lock, before a rotation can see
+		// its revision), and its records in mem.
+		from := s.ckptRev
+		s.memMu.Unlock()
+		return false, fmt.Errorf("%w: the group commits kept in memory do not reach revision %d (compaction %d) from the checkpoint's %d", ErrCorrupt, rev, compact, from)
+	}
+	partRev, partCompact := s.memFrames[nf-1].rev, s.memFrames[nf-1].compact
+	recs := s.mem[:nrec:nrec] // durable, never changed again
+	s.memMu.Unlock()
+
+	st := storeState{format: formatVersion, storeID: s.storeID, rev: partRev, sched: partCompact}
+	err = s.boltUpdate(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketKey)
+		b.FillPercent = checkpointFillPercent
+		for _, r := range recs {
+			if err := b.Put(revKey(r.rev), r.val); err != nil {
+				return err
+			}
+		}
+		return tx.Bucket(bucketMeta).Put(metaState, sealBytes(metaState, st.encode()))
+	})
+	if err != nil {
+		return false, err
+	}
+	done = partRev == rev && partCompact == compact
+	if !done {
+		s.opts.point("checkpoint: part committed")
+	}
+	s.opts.point("checkpoint: committed")
+
+	// Readers of views published from now on read these records from the
+	// data file (whose new read transaction is already published).
+	s.memMu.Lock()
+	s.ckptRev, s.ckptCompact = partRev, partCompact
+	s.memBytes -= bytes
+	s.mem = append([]memRecord(nil), s.mem[nrec:]...) // a new array: old views keep theirs
+	s.memFrames = append(s.memFrames[:0], s.memFrames[nf:]...)
+	if len(s.memFrames) == 0 {
+		s.memSince = time.Time{}
+	} else {
+		s.memSince = time.Now()
+	}
+	v := s.view.Load()
+	pub := 0
+	for pub < len(s.mem) && s.mem[pub].rev.main <= v.rev {
+		pub++
+	}
+	s.view.Store(&view{rev: v.rev, compactRev: v.compactRev, ckptRev: partRev, mem: s.mem[:pub:pub]})
+	s.ckptFailing = false
+	s.memRoom.Broadcast()
+	s.memMu.Unlock()
+	return done, nil
+}
+
+// checkpointFailed raises the NOSPACE alarm for a full disk, and lets the
+// writers waiting for room go on (see Store.waitRoom). The log still holds
+// everything: nothing is lost, and the next checkpoint retries.
 func (s *Store) checkpointFailed(err error) error {
 	if isNoSpace(err) {
 		s.raiseNoSpace(err)
 	}
+	s.memMu.Lock()
+	s.ckptFailing = true
+	s.memRoom.Broadcast()
+	s.memMu.Unlock()
 	return fmt.Errorf("mvcc: checkpoint: %w", err)
 }
 
@@ -267,8 +339,22 @@ func (c *checkpointer) loop() {
 		if s.noSpace.Load() {
 			continue // DisarmAlarm wakes us
 		}
-		if err := s.checkpoint(); err != nil && !errors.Is(err, ErrClosed) {
-			s.opts.Logger.Warn("mvcc: checkpoint failed; the log keeps everything", "dir", s.dir, "err", err)
+		if err := s.checkpoint(); err != nil {
+			if !errors.Is(err, ErrClosed) {
+				s.opts.Logger.Warn("mvcc: checkpoint failed; the log keeps everything", "dir", s.dir, "err", err)
+			}
+			continue
+		}
+		// Writers that kept writing during the checkpoint left at least a
+		// part's worth: checkpoint it now rather than let it grow to
+		// CheckpointBytes. Under bulk writes checkpoints thus follow one
+		// another, each writing what came during the one before, and the
+		// store holds little more than what comes during one checkpoint.
+		s.memMu.Lock()
+		again := s.opts.CheckpointBytes > 0 && s.memBytes >= s.checkpointPartBytes()
+		s.memMu.Unlock()
+		if again {
+			c.poke()
 		}
 	}
 }

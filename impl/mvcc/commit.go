@@ -28,7 +28,45 @@ func (s *Store) commitLoop() {
 		batch := s.queue[:n:n]
 		s.queue = s.queue[n:]
 		s.mu.Unlock()
+		s.waitRoom()
 		s.commit(batch)
+	}
+}
+
+// memLimit is the most bytes of records the store keeps in memory before
+// its writers wait for a checkpoint: twice CheckpointBytes (0: no limit,
+// when checkpoints by size are off).
+func (s *Store) memLimit() int64 {
+	if s.opts.CheckpointBytes <= 0 {
+		return 0
+	}
+	return 2 * s.opts.CheckpointBytes
+}
+
+// waitRoom is the back-pressure on writers: while the records not yet
+// checkpointed reach memLimit, the committer waits (and with it every
+// writer) for a checkpoint to write some into the data file, instead of
+// letting memory grow with whatever the writers send faster than the data
+// file takes it. Checkpoints go in parts (see checkpointPart), so the wait
+// lasts one part. It does not wait when no checkpoint can make room: the
+// disk is full (the NOSPACE alarm stops checkpoints), the last checkpoint
+// failed, or the store is closing — memory then grows as before, and the
+// log keeps everything.
+func (s *Store) waitRoom() {
+	limit := s.memLimit()
+	if limit <= 0 {
+		return
+	}
+	s.memMu.Lock()
+	defer s.memMu.Unlock()
+	waited := false
+	for s.memBytes >= limit && !s.memNoWait && !s.ckptFailing && !s.noSpace.Load() {
+		if !waited {
+			waited = true
+			s.stats.memWaits.Add(1)
+		}
+		s.ckpt.poke()
+		s.memRoom.Wait()
 	}
 }
 
@@ -174,6 +212,17 @@ func (s *Store) commit(reqs []*request) {
 	err := s.seg.append(buf)
 	if err == nil {
 		s.logRev, s.logCompact = s.crev, s.ccompact
+		// The frame is durable: a checkpoint may write it from now on. It
+		// is known to memory under the log's lock, so that a checkpoint
+		// that rotates the log after it finds it (see checkpointPart).
+		mf := memFrame{rev: s.crev, compact: s.ccompact, recs: len(bt.recs)}
+		for _, r := range bt.recs {
+			mf.bytes += int64(len(r.val) + revKeyLen)
+		}
+		s.memMu.Lock()
+		s.memFrames = append(s.memFrames, mf)
+		s.memBytes += mf.bytes
+		s.memMu.Unlock()
 	}
 	s.walMu.Unlock()
 	if err != nil {
@@ -204,10 +253,7 @@ func (s *Store) commit(reqs []*request) {
 		keep = s.idx.compact(s.ccompact)
 	}
 	s.memMu.Lock()
-	for _, r := range bt.recs {
-		s.memBytes += int64(len(r.val) + revKeyLen)
-	}
-	if s.memSince.IsZero() {
+	if s.memSince.IsZero() && len(s.memFrames) > 0 {
 		s.memSince = time.Now()
 	}
 	s.publish()

@@ -22,6 +22,9 @@ import (
 // checks the data it leaves against what the child acknowledged.
 //
 // CRASH_TRIALS sets the number of trials (default 20; `make crash` runs 200).
+// Half the children checkpoint in parts of 1 KiB
+// (WATCHSPEC_CRASH_CHILD_CHECKPOINT_BYTES=4096), so that kills land
+// between the parts of a checkpoint.
 
 const crashChildEnv = "WATCHSPEC_CRASH_CHILD"
 
@@ -37,6 +40,11 @@ func TestCrashChild(t *testing.T) {
 	seed, _ := strconv.ParseUint(os.Getenv(crashChildEnv+"_SEED"), 10, 64)
 	opts := Options{CompactionBatchLimit: 8, CompactionSleepInterval: time.Millisecond,
 		CheckpointBytes: 16 << 10, CheckpointInterval: 20 * time.Millisecond}
+	// A smaller checkpoint size makes most checkpoints go in several parts
+	// (a quarter of it each), and the writers wait for room more often.
+	if b, err := strconv.ParseInt(os.Getenv(crashChildEnv+"_CHECKPOINT_BYTES"), 10, 64); err == nil && b > 0 {
+		opts.CheckpointBytes = b
+	}
 	// A kill point: the child kills itself the nth time it gets there.
 	if point := os.Getenv(crashChildEnv + "_POINT"); point != "" {
 		nth, _ := strconv.ParseInt(os.Getenv(crashChildEnv+"_POINT_N"), 10, 64)
@@ -143,12 +151,13 @@ func TestCrashChild(t *testing.T) {
 	os.Exit(4)
 }
 
-// The kill points of the crash test: every step of a checkpoint, a
+// The kill points of the crash test: every step of a checkpoint (a part
+// committed that is not the last of its checkpoint; any part committed), a
 // compaction batch, and a write of the log cut in the middle.
 const pointTornFrame = "log: half a frame written"
 
-var killPoints = []string{"checkpoint: segment created", "checkpoint: rotated", "checkpoint: committed", "checkpoint: removed a segment",
-	"compaction: batch committed", pointTornFrame}
+var killPoints = []string{"checkpoint: segment created", "checkpoint: rotated", "checkpoint: part committed", "checkpoint: committed",
+	"checkpoint: removed a segment", "compaction: batch committed", pointTornFrame}
 
 // tornFS is the operating system's file system, with a hook on every write
 // of a segment.
@@ -263,6 +272,9 @@ func TestCrash(t *testing.T) {
 			p := killPoints[(trial/2)%len(killPoints)]
 			env = []string{crashChildEnv + "_POINT=" + p, fmt.Sprintf("%s_POINT_N=%d", crashChildEnv, 1+r.IntN(6))}
 			d = 5 * time.Second
+		}
+		if trial%4 >= 2 { // half the trials checkpoint in parts of 1 KiB
+			env = append(env, crashChildEnv+"_CHECKPOINT_BYTES=4096")
 		}
 		hit, err := runChild(dir, r.Uint64(), trial, d, l, env...)
 		if err != nil {

@@ -8,7 +8,9 @@
 // A data directory holds the data file, mvcc.db (bbolt), and the log,
 // wal-<seq>.log. A group commit is one frame of the log, made durable by one
 // fdatasync; its records stay in memory until a checkpoint writes them into
-// the data file and removes the log segments that held them. The data
+// the data file, in parts, and removes the log segments that held them.
+// Writers wait for a checkpoint once twice Options.CheckpointBytes are held
+// (see [Options.CheckpointBytes]), so memory stays bounded. The data
 // file's bucket "key" maps a record key — the write revision and the
 // position of the write within it, 8+4 bytes big-endian, so that byte order
 // is revision order — to a record: the key, a tombstone flag, the create

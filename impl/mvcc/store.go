@@ -43,8 +43,16 @@ type Options struct {
 
 	// CheckpointBytes: once the records written since the last checkpoint
 	// reach this many bytes, they are checkpointed into the data file and
-	// the log segments that held them removed (default 8 MiB; negative:
-	// never by size). Until then they are also kept in memory.
+	// the log segments that held them removed (default 2 MiB; negative:
+	// never by size). Until then they are also kept in memory. A
+	// checkpoint writes them in parts of at most a quarter of this (and
+	// at most 1 MiB), one transaction of the data file each; while the
+	// writers keep writing, checkpoints follow one another. The memory
+	// this bounds is the writers' back-pressure: once the records not yet
+	// checkpointed reach twice CheckpointBytes, the writers wait (the
+	// commit goroutine does) until a part is written, and Stats.MemWaits
+	// counts it. Negative: no such bound, memory grows with the writes
+	// until CheckpointInterval or Checkpoint.
 	CheckpointBytes int64
 
 	// CheckpointInterval: a record is checkpointed at most about this long
@@ -92,7 +100,7 @@ func (o *Options) setDefaults() {
 		o.CompactionBatchLimit = 1000
 	}
 	if o.CheckpointBytes == 0 {
-		o.CheckpointBytes = 8 << 20
+		o.CheckpointBytes = 2 << 20
 	}
 	if o.CheckpointInterval == 0 {
 		o.CheckpointInterval = 5 * time.Second
@@ -126,7 +134,9 @@ func (o *Options) point(name string) {
 // afterwards loses nothing it acknowledged. The data file (bbolt) is
 // brought up to date from memory by checkpoints, off the write path (see
 // [Options.CheckpointBytes]); Open replays what the log holds beyond it. The
-// revision never decreases across restarts.
+// revision never decreases across restarts. Writers that outpace the
+// checkpoints wait for them once twice CheckpointBytes of records are held
+// in memory ([Stats].MemBytes, MemWaits), so that memory stays bounded.
 //
 // # Integrity
 //
@@ -193,10 +203,14 @@ type Store struct {
 	// Records above the checkpoint, kept in memory (memMu).
 	memMu       sync.Mutex
 	mem         []memRecord // every record above ckptRev, in revision order (the last ones perhaps not yet durable)
-	memBytes    int64
-	memSince    time.Time // when the oldest of them was written
-	ckptRev     int64     // the data file holds every record up to it
-	ckptCompact int64     // and this scheduled compaction
+	memFrames   []memFrame  // the durable group commits whose records are in mem, in order
+	memBytes    int64       // the bytes of the durable records in mem
+	memSince    time.Time   // when the oldest of them was written
+	memRoom     *sync.Cond  // on memMu: signalled when memBytes drops or writers must stop waiting
+	memNoWait   bool        // the committer must not wait for room any more (the store is closing)
+	ckptFailing bool        // the last checkpoint failed: waiting for one to make room could be forever
+	ckptRev     int64       // the data file holds every record up to it
+	ckptCompact int64       // and this scheduled compaction
 
 	boltMu sync.Mutex // one writer of the data file at a time
 	ckptMu sync.Mutex // one checkpoint at a time
@@ -209,8 +223,18 @@ type Store struct {
 	recovered Recovery
 
 	stats struct {
-		groupCommits, logSyncs, checkpoints, backendCommits atomic.Int64
+		groupCommits, logSyncs, checkpoints, backendCommits, memWaits atomic.Int64
 	}
+}
+
+// memFrame is one durable group commit whose records are still in memory:
+// the revision and scheduled compaction after it, its number of records and
+// their bytes. A checkpoint writes whole group commits only, so that the
+// data file's revision is always the end of a frame of the log.
+type memFrame struct {
+	rev, compact int64
+	recs         int
+	bytes        int64
 }
 
 // view is a consistent state readers load at once.
@@ -315,6 +339,7 @@ func Open(dir string, opts Options) (_ *Store, err error) {
 	}
 	s := &Store{dir: dir, opts: opts, lock: lk, db: db, idx: newIndex(), storeID: in.bolt.state.storeID,
 		wake: make(chan struct{}, 1), done: make(chan struct{})}
+	s.memRoom = sync.NewCond(&s.memMu)
 	keep, err := s.recover(in)
 	if err != nil {
 		s.snapClose()
@@ -403,6 +428,7 @@ func (s *Store) recover(in *inspection) (keep map[revision]struct{}, err error) 
 	s.crev, s.ccompact = st.rev, st.sched
 	s.ckptRev, s.ckptCompact = st.rev, st.sched
 	for _, f := range in.replay {
+		mf := memFrame{recs: len(f.recs)}
 		for _, r := range f.recs {
 			rec, err := openRecord(r.rev, r.val, true)
 			if err != nil {
@@ -410,10 +436,13 @@ func (s *Store) recover(in *inspection) (keep map[revision]struct{}, err error) 
 			}
 			s.idx.add(rec.kv.Key, indexRev{main: r.rev.main, sub: r.rev.sub, tomb: rec.tomb})
 			s.mem = append(s.mem, memRecord{rev: r.rev, val: append([]byte(nil), r.val...)})
-			s.memBytes += int64(len(r.val) + revKeyLen)
+			mf.bytes += int64(len(r.val) + revKeyLen)
 		}
 		s.crev = max(s.crev, f.rev)
 		s.ccompact = max(s.ccompact, f.compact)
+		mf.rev, mf.compact = s.crev, s.ccompact
+		s.memFrames = append(s.memFrames, mf)
+		s.memBytes += mf.bytes
 	}
 	if len(s.mem) > 0 {
 		s.memSince = time.Now()
@@ -500,6 +529,12 @@ func (s *Store) close(clean bool) error {
 		case s.wake <- struct{}{}:
 		default:
 		}
+		// A committer waiting for room commits its batch (the log is still
+		// open) instead of waiting for a checkpoint that may not come.
+		s.memMu.Lock()
+		s.memNoWait = true
+		s.memRoom.Broadcast()
+		s.memMu.Unlock()
 		<-s.done
 		s.compactor.stop()
 		s.ckpt.stop()

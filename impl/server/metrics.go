@@ -60,8 +60,9 @@ import (
 //   - watchspec's own, where etcd has no equivalent:
 //     watchspec_mvcc_log_size_in_bytes (the write-ahead log's segments),
 //     watchspec_mvcc_memory_records_in_bytes (records waiting for a
-//     checkpoint), watchspec_mvcc_group_commits_total,
-//     watchspec_mvcc_checkpoints_total;
+//     checkpoint), watchspec_mvcc_memory_waits_total (the times writers
+//     waited for a checkpoint to make room in memory),
+//     watchspec_mvcc_group_commits_total, watchspec_mvcc_checkpoints_total;
 //   - the Go runtime and the process (go_*, process_*), as etcd's default
 //     registry has them.
 //
@@ -312,7 +313,9 @@ var (
 	descLogSize = prometheus.NewDesc("watchspec_mvcc_log_size_in_bytes",
 		"Total size of the store's write-ahead log segments in bytes.", nil, nil)
 	descMemRecords = prometheus.NewDesc("watchspec_mvcc_memory_records_in_bytes",
-		"Bytes of the records kept in memory until the next checkpoint into the data file.", nil, nil)
+		"Bytes of the records kept in memory until a checkpoint writes them into the data file.", nil, nil)
+	descMemWaits = prometheus.NewDesc("watchspec_mvcc_memory_waits_total",
+		"Total number of times the writers waited for a checkpoint because the records kept in memory reached twice the checkpoint size.", nil, nil)
 	descGroupCommits = prometheus.NewDesc("watchspec_mvcc_group_commits_total",
 		"Total number of group commits appended to the write-ahead log (one fdatasync each).", nil, nil)
 	descCheckpoints = prometheus.NewDesc("watchspec_mvcc_checkpoints_total",
@@ -322,7 +325,7 @@ var (
 func (c *serverCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descHasLeader, descIsLeader, descServerID, descVersion, descGoVersion,
 		descAlarms, descDBSize, descDBSizeInUse, descCurrentRev, descCompactRev, descWatchStreams, descWatchers,
-		descSlowWatchers, descLogSize, descMemRecords, descGroupCommits, descCheckpoints} {
+		descSlowWatchers, descLogSize, descMemRecords, descMemWaits, descGroupCommits, descCheckpoints} {
 		ch <- d
 	}
 }
@@ -367,6 +370,7 @@ func (c *serverCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descCompactRev, float64(max(0, st.CompactRevision)))
 	gauge(descLogSize, float64(st.LogBytes))
 	gauge(descMemRecords, float64(st.MemBytes))
+	counter(descMemWaits, float64(st.MemWaits))
 	counter(descGroupCommits, float64(st.GroupCommits))
 	counter(descCheckpoints, float64(st.Checkpoints))
 	hs := s.st.Hub().Stats()
