@@ -227,4 +227,3 @@ func (c *clientGoInformer) Cache() []k8s.Object {
 	}
 	return out
 }
-
