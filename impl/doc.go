@@ -9,7 +9,13 @@
 //     streams, synced / victim / unsynced watches, catch-up from history,
 //     compaction cancels, progress notifications (§3);
 //   - [github.com/watchspec/watchspec/impl/store]: the two wired together,
-//     the API an etcd v3 server or an informer sits on.
+//     the API an etcd v3 server or an informer sits on;
+//   - [github.com/watchspec/watchspec/impl/server]: the etcd v3 gRPC server
+//     over the store (`watchspec serve`);
+//   - [github.com/watchspec/watchspec/impl/informer]: the Kubernetes side —
+//     list/watch served from the store, and a Reflector → DeltaFIFO →
+//     Indexer → SharedInformer client (§4, §5).
 //
-// The etcd v3 gRPC server and the informer arrive with later issues.
+// To start, run the server (`go run ./cmd/watchspec serve`) or embed it with
+// server.Start, and point any etcd client at it.
 package impl

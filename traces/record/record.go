@@ -18,6 +18,27 @@
 // ([Client.ReadSerializable]), and which watch ended by a client-side error.
 // The header (the store's base revision and the compaction in force, see
 // traces.Header) is the caller's to write.
+//
+// To start: write the header with traces.NewWriter, make a [Recorder] with
+// [New], take a [Client] per clientv3 client with [Recorder.Client], and
+// send every request through [Client.Do] and every watch through
+// [Client.Watch]; then [Recorder.Flush]. Package conform is a complete
+// user of it.
+//
+// # What the checker relies on
+//
+// A trace is judged against the store's whole history, so a recording must
+// give the checker (package linearizability) what it assumes:
+//
+//   - every writer is recorded: revisions are store-wide, and a write by a
+//     client outside the recording shows up as a revision nobody made,
+//     which no linearization explains;
+//   - the base revision is captured: the header's BaseRevision (and
+//     BaseCompactRevision) is the store as it was before the first recorded
+//     request — read it with a Get before recording starts, as conform does;
+//   - values are unique when outcomes may be unknown: a write whose client
+//     never learnt the outcome (a timeout) is found in the history by its
+//     value (Header.UniqueValues), so no two writes may put the same value.
 package record
 
 import (
