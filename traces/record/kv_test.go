@@ -15,8 +15,9 @@ import (
 	"github.com/watchspec/watchspec/traces/record"
 )
 
-// cli.KV = rec.NewKV(cli.KV) records every call of existing code — puts,
-// gets, deletes, transactions, compaction — as the trace's operations, and
+// cli.KV = rec.NewKV(cli.KV) and cli.Watcher = rec.NewWatcher(cli.Watcher)
+// record every call of existing code — puts, gets, deletes, transactions,
+// compaction, a watch and a progress request — as the trace's records, and
 // the trace passes the check; a forged response is caught (SPEC §2.8
 // SerializableRead): what is checked is what the server said.
 func TestNewKVRecordsExistingClient(t *testing.T) {
@@ -42,6 +43,9 @@ func TestNewKVRecordsExistingClient(t *testing.T) {
 	}
 	rec := record.New(w)
 	cli.KV = rec.NewKV(cli.KV)
+	cli.Watcher = rec.NewWatcher(cli.Watcher)
+	wctx, stopWatch := context.WithCancel(ctx)
+	wch := cli.Watch(wctx, "", clientv3.WithFromKey(), clientv3.WithRev(base.Header.Revision+1), clientv3.WithPrevKV())
 
 	// Existing code, unchanged.
 	if _, err := cli.Put(ctx, "a", "1"); err != nil {
@@ -65,6 +69,22 @@ func TestNewKVRecordsExistingClient(t *testing.T) {
 	if _, err := cli.Compact(ctx, txn.Header.Revision); err != nil {
 		t.Fatal(err)
 	}
+	var events int
+	for wr := range wch { // until the delete's events, the last write
+		if wr.Created {
+			t.Error("the created response reached a watch that did not ask for it")
+		}
+		events += len(wr.Events)
+		if events >= 4 {
+			break
+		}
+	}
+	if err := cli.RequestProgress(wctx); err != nil {
+		t.Fatal(err)
+	}
+	stopWatch()
+	for range wch {
+	}
 	// Not expressible: refused, not sent.
 	if _, err := cli.Get(ctx, "a", clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend)); err == nil || !strings.Contains(err.Error(), "cannot be recorded") {
 		t.Errorf("a sorted get: err %v, want one saying it cannot be recorded", err)
@@ -76,6 +96,9 @@ func TestNewKVRecordsExistingClient(t *testing.T) {
 	tr, err := traces.Read(&out, "newkv.ndjson")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(tr.Watches) != 1 || len(tr.Watches[0].Responses) < 2 || len(tr.ProgressRequests) != 1 {
+		t.Errorf("the watch is recorded wrong: %d watches, %d progress requests", len(tr.Watches), len(tr.ProgressRequests))
 	}
 	if len(tr.Ops) != 6 {
 		t.Fatalf("%d operations recorded, want 6:\n%s", len(tr.Ops), out.String())

@@ -24,8 +24,9 @@
 // send every request through [Client.Do] and every watch through
 // [Client.Watch]; then [Recorder.Flush]. Package conform is a complete
 // user of it. Code that already has a client is recorded unchanged by
-// wrapping its KV, as clientv3/namespace does: cli.KV = rec.NewKV(cli.KV)
-// ([Recorder.NewKV]).
+// wrapping its KV and Watcher, as clientv3/namespace does:
+// cli.KV = rec.NewKV(cli.KV) and cli.Watcher = rec.NewWatcher(cli.Watcher)
+// ([Recorder.NewKV], [Recorder.NewWatcher]).
 //
 // # What the checker relies on
 //
