@@ -413,3 +413,20 @@ func (s *Store) finishRevokes() error {
 	}
 	return nil
 }
+
+// checkLeases verifies the lease file, if any: a damaged one is damage of
+// the store (Open refuses it, Check reports it, Recover moves it aside).
+func (in *inspection) checkLeases() error {
+	p := filepath.Join(in.dir, leaseFileName)
+	b, err := os.ReadFile(p)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("mvcc: read %s: %w", p, err)
+	}
+	if _, err := decodeLeases(b); err != nil {
+		in.damaged(p, -1, "the lease table %v", err)
+	}
+	return nil
+}

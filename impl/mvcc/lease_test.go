@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -195,6 +196,20 @@ func TestLeasesSurviveCrash(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, leaseFileName), b, 0o600)
 	if _, err := Open(dir, Options{}); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("Open with a damaged lease table: %v, want ErrCorrupt", err)
+	}
+	rep, err := Check(dir)
+	if err != nil || rep.OK() || !strings.Contains(rep.String(), "lease table") {
+		t.Fatalf("Check with a damaged lease table: %v %v", rep, err)
+	}
+	// Recover moves it aside: the leases are lost, and so are their keys.
+	rr, err := Recover(dir)
+	if err != nil || !strings.Contains(strings.Join(rr.Lost, "\n"), "lease table") {
+		t.Fatalf("Recover: %v %v", rr, err)
+	}
+	s = openT(t, dir, Options{})
+	defer s.Close()
+	if len(s.Leases()) != 0 || get(t, s, RangeRequest{Key: "a"}).Count != 0 {
+		t.Fatalf("after Recover: leases %v, a present %d", s.Leases(), get(t, s, RangeRequest{Key: "a"}).Count)
 	}
 }
 
