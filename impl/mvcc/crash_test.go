@@ -183,11 +183,14 @@ func TestCrashChild(t *testing.T) {
 
 // The kill points of the crash test: every step of a checkpoint (a part
 // committed that is not the last of its checkpoint; any part committed), a
-// compaction batch, and a write of the log cut in the middle.
+// compaction batch, a write of the log cut in the middle, a grant written
+// but not answered, and a revoke between the lease table and the log (Open
+// must finish it).
 const pointTornFrame = "log: half a frame written"
 
 var killPoints = []string{"checkpoint: segment created", "checkpoint: rotated", "checkpoint: part committed", "checkpoint: committed",
-	"checkpoint: removed a segment", "compaction: batch committed", pointTornFrame}
+	"checkpoint: removed a segment", "compaction: batch committed", pointTornFrame,
+	"lease: grant's table written", "lease: revoke's table written"} // an odd number, so that every point meets checkpoints in parts
 
 // tornFS is the operating system's file system, with a hook on every write
 // of a segment.
@@ -227,6 +230,7 @@ type ledger struct {
 	revokes  map[int64]int64     // leases revoked, at a revision
 	ltries   map[int64]bool      // revokes announced, maybe applied
 	leasePut map[string]ackedPut // keys put with a lease (in lease)
+	leaseOps int                 // acknowledged grants, puts with a lease, revokes
 }
 
 type ackedPut struct {
@@ -260,14 +264,17 @@ func (l *ledger) parse(line string) error {
 		l.compact = max(l.compact, num(f[2]))
 	case f[1] == "grant" && len(f) == 3:
 		l.grants[num(f[2])] = true
+		l.leaseOps++
 	case f[1] == "tryrevoke" && len(f) == 3:
 		l.ltries[num(f[2])] = true
 		return nil
 	case f[1] == "revoke" && len(f) == 4:
 		l.revokes[num(f[2])] = num(f[3])
+		l.leaseOps++
 		l.maxRev = max(l.maxRev, num(f[3]))
 	case f[1] == "lput" && len(f) == 6:
 		l.leasePut[f[2]] = ackedPut{value: f[3], rev: num(f[4]), lease: num(f[5])}
+		l.leaseOps++
 		l.maxRev = max(l.maxRev, num(f[4]))
 	default:
 		return fmt.Errorf("bad line %q", line)
@@ -304,7 +311,7 @@ func TestCrash(t *testing.T) {
 	var dir string
 	var l *ledger
 	var lastRev, lastCompact int64
-	var duringCompaction, duringCheckpoint, acks, lost int
+	var duringCompaction, duringCheckpoint, acks, leaseAcks, lost int
 	atPoint := map[string]int{}
 	for trial := range trials {
 		if trial%10 == 0 { // a fresh directory every ten trials; otherwise the store ages across crashes
@@ -313,7 +320,7 @@ func TestCrash(t *testing.T) {
 				grants: map[int64]bool{}, revokes: map[int64]int64{}, ltries: map[int64]bool{}, leasePut: map[string]ackedPut{}}
 			lastRev, lastCompact = 1, -1
 		}
-		before := l.acks
+		before, beforeLease := l.acks, l.leaseOps
 		var env []string
 		d := time.Duration(20+r.IntN(150)) * time.Millisecond
 		if trial%2 == 1 { // every other trial dies at a kill point (or, if it never gets there, at the timer)
@@ -332,6 +339,7 @@ func TestCrash(t *testing.T) {
 			atPoint[hit]++
 		}
 		acks += l.acks - before
+		leaseAcks += l.leaseOps - beforeLease
 		comp, ckpt := interrupted(t, dir)
 		if comp {
 			duringCompaction++
@@ -351,8 +359,8 @@ func TestCrash(t *testing.T) {
 		lastRev, lastCompact = s.Revision(), s.CompactRevision()
 		s.Close()
 	}
-	t.Logf("%d trials, %d acknowledged writes, compactions and lease grants/revokes, %d lost; %d kills interrupted a compaction, %d a checkpoint; kills at kill points: %v",
-		trials, acks, lost, duringCompaction, duringCheckpoint, atPoint)
+	t.Logf("%d trials, %d acknowledged writes and compactions (%d of them lease grants, puts with a lease and revokes), %d lost; %d kills interrupted a compaction, %d a checkpoint; kills at kill points: %v",
+		trials, acks, leaseAcks, lost, duringCompaction, duringCheckpoint, atPoint)
 	if duringCompaction == 0 && trials >= 20 {
 		t.Errorf("no kill hit a compaction in %d trials: the test does not exercise crash-safe compaction", trials)
 	}

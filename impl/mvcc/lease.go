@@ -317,6 +317,7 @@ func (bt *batch) applyLease(lr *leaseRequest) (any, error) {
 		if err := s.saveLeases(next); err != nil {
 			return nil, &leaseFileError{err}
 		}
+		s.opts.point("lease: grant's table written")
 		lt.mu.Lock()
 		lt.ttl = next
 		lt.mu.Unlock()
@@ -339,6 +340,7 @@ func (bt *batch) applyLease(lr *leaseRequest) (any, error) {
 		if err := s.saveLeases(next); err != nil {
 			return nil, &leaseFileError{err}
 		}
+		s.opts.point("lease: revoke's table written")
 		lt.mu.Lock()
 		lt.ttl = next
 		lt.mu.Unlock()
