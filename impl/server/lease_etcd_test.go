@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -28,14 +29,18 @@ func TestLeaseServiceSameAsEtcd(t *testing.T) {
 // leaseIDRE matches the lease IDs etcdctl prints: 16 hex digits.
 var leaseIDRE = regexp.MustCompile(`\b[0-9a-f]{16}\b`)
 
+// attachedRE matches the keys etcdctl's lease timetolive --keys prints.
+var attachedRE = regexp.MustCompile(`attached keys\(\[([^\]]*)\]\)`)
+
 // remainingRE matches etcdctl's remaining TTL, which depends on timing.
 var remainingRE = regexp.MustCompile(`remaining\((\d+)s\)`)
 
 // etcdctlLeaseSession runs etcdctl's lease commands against endpoint —
 // grant, put --lease (a granted lease and an unknown one), timetolive
 // --keys, keep-alive --once, list, revoke — and returns the transcript with
-// the server-chosen lease ID replaced by LEASE and a remaining TTL within
-// 5 s of the granted one replaced by R.
+// the server-chosen lease ID replaced by LEASE, a remaining TTL of 30 to
+// 60 s replaced by R (etcdctl is slow under -race), and the attached keys
+// sorted (etcd lists them in map order).
 func etcdctlLeaseSession(t *testing.T, endpoint string) []string {
 	rc := dialRaw(t, strings.TrimPrefix(endpoint, "http://"))
 	st, err := pb.NewMaintenanceClient(rc.conn).Status(testCtx(t), &pb.StatusRequest{})
@@ -56,12 +61,16 @@ func etcdctlLeaseSession(t *testing.T, endpoint string) []string {
 		}
 		out = remainingRE.ReplaceAllStringFunc(out, func(s string) string {
 			n, _ := strconv.Atoi(remainingRE.FindStringSubmatch(s)[1])
-			if n <= 60 && n >= 55 {
+			if n <= 60 && n >= 30 {
 				return "remaining(R)"
 			}
 			return s
 		})
-		return out
+		return attachedRE.ReplaceAllStringFunc(out, func(s string) string {
+			keys := strings.Fields(attachedRE.FindStringSubmatch(s)[1])
+			sort.Strings(keys)
+			return "attached keys([" + strings.Join(keys, " ") + "])"
+		})
 	}
 	out := []string{run("lease", "grant", "60")}
 	if id == "" {
