@@ -232,6 +232,11 @@ func (s *Store) commit(reqs []*request) {
 		if le, ok := err.(*logError); ok && le.noSpace {
 			s.raiseNoSpace(err)
 			for i := range errs {
+				if lr := reqs[i].lease; lr != nil && lr.grant != nil && errs[i] == nil {
+					continue // durable in the lease table, whatever became of the log
+				}
+				// A revoke taken back here is already out of the lease
+				// table: its keys are deleted by the next Open (lease.go).
 				resps[i], errs[i] = nil, ErrNoSpace
 			}
 			s.answer(reqs, resps, errs)
