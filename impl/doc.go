@@ -4,12 +4,15 @@
 //
 //   - [github.com/watchspec/watchspec/impl/mvcc]: the durable MVCC
 //     key-value store on bbolt — key index, group commit, crash-safe
-//     multi-batch compaction (docs/SPEC.md §2);
+//     multi-batch compaction, the lease table (docs/SPEC.md §2);
 //   - [github.com/watchspec/watchspec/impl/watchhub]: the watch hub —
 //     streams, synced / victim / unsynced watches, catch-up from history,
 //     compaction cancels, progress notifications (§3);
 //   - [github.com/watchspec/watchspec/impl/store]: the two wired together,
-//     the API an etcd v3 server or an informer sits on.
-//
-// The etcd v3 gRPC server and the informer arrive with later issues.
+//     with the leases' clock (expiry, keep-alives) — the API an etcd v3
+//     server or an informer sits on;
+//   - [github.com/watchspec/watchspec/impl/server]: the etcd v3 gRPC server
+//     (KV, Watch, Lease, Maintenance) that clientv3 and etcdctl use;
+//   - [github.com/watchspec/watchspec/impl/informer]: client-go's informer
+//     machinery, for checking the Kubernetes side.
 package impl

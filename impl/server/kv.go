@@ -42,8 +42,8 @@ func (k *kvServer) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResp
 
 // Put writes a key (§2.1, §2.2). The checks and their order are etcd's:
 // the request (v3rpc/key.go:182-193 checkPutRequest), its size
-// (v3_server.go:1093-1099), the alarms (alarm.go), the lease (txn/put.go:80-88 checkLease: leases
-// are not supported, so any lease is not found), then ignore_value and
+// (v3_server.go:1093-1099), the alarms (alarm.go), the lease (txn/put.go:80-88 checkLease; the
+// store checks it again as it applies the put, see lease.go), then ignore_value and
 // ignore_lease, which need the key to exist (txn/put.go:90-102
 // checkAndGetPrevKV).
 func (k *kvServer) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, error) {
@@ -59,14 +59,14 @@ func (k *kvServer) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, 
 	if err := s.refuseWrite("Put", true); err != nil {
 		return nil, err
 	}
-	if r.Lease != 0 {
+	if r.Lease != 0 && !s.leaseExists(r.Lease) {
 		return nil, rpctypes.ErrGRPCLeaseNotFound
 	}
 	if r.IgnoreValue || r.IgnoreLease {
 		return s.putIgnoring(ctx, r)
 	}
 	s.wmu.RLock()
-	resp, err := s.st.Put(ctx, mvcc.PutRequest{Key: string(r.Key), Value: string(r.Value), PrevKV: r.PrevKv})
+	resp, err := s.st.Put(ctx, mvcc.PutRequest{Key: string(r.Key), Value: string(r.Value), PrevKV: r.PrevKv, Lease: r.Lease})
 	s.wmu.RUnlock()
 	if err != nil {
 		return nil, toGRPCError(err)
@@ -88,11 +88,14 @@ func (s *Server) putIgnoring(ctx context.Context, r *pb.PutRequest) (*pb.PutResp
 	if len(cur.KVs) == 0 {
 		return nil, rpctypes.ErrGRPCKeyNotFound
 	}
-	val := string(r.Value)
+	val, lease := string(r.Value), r.Lease
 	if r.IgnoreValue {
 		val = cur.KVs[0].Value
 	}
-	resp, err := s.st.Put(ctx, mvcc.PutRequest{Key: string(r.Key), Value: val, PrevKV: r.PrevKv})
+	if r.IgnoreLease {
+		lease = cur.KVs[0].Lease // etcd's put (txn/put.go): the key keeps its lease
+	}
+	resp, err := s.st.Put(ctx, mvcc.PutRequest{Key: string(r.Key), Value: val, PrevKV: r.PrevKv, Lease: lease})
 	if err != nil {
 		return nil, toGRPCError(err)
 	}
@@ -336,8 +339,7 @@ func toPBDelete(r *pb.DeleteRangeRequest, d mvcc.DeleteResponse) *pb.DeleteRange
 	return out
 }
 
-// toPBKV converts a key-value; nil stays nil. Leases are not supported, so
-// Lease is always 0.
+// toPBKV converts a key-value; nil stays nil.
 func toPBKV(kv *mvcc.KeyValue) *mvccpb.KeyValue {
 	if kv == nil {
 		return nil
@@ -347,6 +349,7 @@ func toPBKV(kv *mvcc.KeyValue) *mvccpb.KeyValue {
 		CreateRevision: kv.CreateRevision,
 		ModRevision:    kv.ModRevision,
 		Version:        kv.Version,
+		Lease:          kv.Lease,
 	}
 	if kv.Value != "" {
 		out.Value = []byte(kv.Value)
