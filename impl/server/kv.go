@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"math"
+	"runtime"
 	"sort"
+	"sync"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -18,8 +20,44 @@ import (
 type kvServer struct {
 	pb.UnimplementedKVServer // RangeStream is not implemented
 
-	s *Server
+	s     *Server
+	reads readSlots // bounds the Ranges served at once
 }
+
+// readSlots bounds how many Range requests read the store and build their
+// responses at once (its zero value is ready to use). Under more reads than
+// the cores serve, every waiting Range would otherwise be a runnable
+// goroutine, and each step of a write — its handler, the store's
+// committer, its answer — would queue behind all of them on the
+// scheduler: the writer starved (docs/PERFORMANCE.md, "Writes under read
+// overload"). Ranges beyond the bound wait parked, in arrival order, so a
+// write's goroutines run soon. etcd's linearizable reads wait likewise,
+// parked until its read loop confirms the read index
+// (etcdserver/v3_server.go linearizableReadNotify), which is what keeps its
+// writer going. A Range still reads the store's current view when it runs,
+// inside its request's lifetime: it stays linearizable (docs/SPEC.md §2.7).
+type readSlots struct {
+	once  sync.Once
+	slots chan struct{}
+}
+
+// acquire takes a slot, or fails when ctx ends first.
+func (r *readSlots) acquire(ctx context.Context) error {
+	r.once.Do(func() { r.slots = make(chan struct{}, 2*runtime.GOMAXPROCS(0)) })
+	select {
+	case r.slots <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case r.slots <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (r *readSlots) release() { <-r.slots }
 
 // Range reads a range (docs/SPEC.md §2.3). Like etcd (v3rpc/key.go:153-167
 // checkRangeRequest) it validates only the key and the sort options;
@@ -31,6 +69,10 @@ func (k *kvServer) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResp
 		return nil, err
 	}
 	s := k.s
+	if err := k.reads.acquire(ctx); err != nil {
+		return nil, toGRPCError(err)
+	}
+	defer k.reads.release()
 	rr, err := s.st.Range(ctx, storeRange(r))
 	if err != nil {
 		return nil, toGRPCError(err)
