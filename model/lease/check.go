@@ -143,7 +143,7 @@ func Check(h History) []spec.Violation {
 		if len(rs) > 1 {
 			slices.Sort(rs)
 			out = append(out, spec.Violation{Property: spec.LeaseAtomic, Revisions: rs, Keys: keys,
-				Message: fmt.Sprintf("the keys of lease %d were deleted at %d revisions %v (first seen %s); a revocation or expiry deletes all of a lease's keys at one revision", l, len(rs), rs, ds[0].Where)})
+				Message: fmt.Sprintf("%s: the keys of lease %d were deleted at %d revisions %v; a revocation or expiry deletes all of a lease's keys at one revision", ds[0].Where, l, len(rs), rs)})
 		}
 		// §2.11 LeaseExpiry: judged at the first observation of any of
 		// the lease's deletions.
