@@ -88,6 +88,9 @@ type serverDeletion struct {
 	leases   map[string]int64
 	observed int64
 	line     int
+	// where is the watch response that first delivered it, as the watch
+	// stage names one.
+	where string
 }
 
 // findServerDeletions lists the revisions of DELETE events that no recorded
@@ -115,11 +118,12 @@ func findServerDeletions(t *traces.Trace) []*serverDeletion {
 				}
 				d := byRev[r]
 				if d == nil {
-					d = &serverDeletion{rev: r, leases: map[string]int64{}, observed: wr.Time, line: wr.Line}
+					d = &serverDeletion{rev: r, leases: map[string]int64{}, observed: wr.Time + 1}
 					byRev[r] = d
 				}
 				if wr.Time < d.observed {
 					d.observed, d.line = wr.Time, wr.Line
+					d.where = fmt.Sprintf("watch %d of client %d (line %d), response at line %d", w.ID, w.Client, w.Line, wr.Line)
 				}
 				if _, ok := d.leases[e.KV.Key]; !ok {
 					d.keys = append(d.keys, e.KV.Key)
@@ -231,7 +235,7 @@ func leaseHistory(t *traces.Trace, ds []*serverDeletion) lease.History {
 	}
 	for _, d := range ds {
 		for _, k := range d.keys {
-			h.Deletions = append(h.Deletions, lease.Deletion{Where: fmt.Sprintf("watch response at line %d", d.line),
+			h.Deletions = append(h.Deletions, lease.Deletion{Where: d.where,
 				Key: k, Revision: d.rev, Lease: d.leases[k], Observed: d.observed})
 		}
 	}
@@ -259,7 +263,7 @@ func (res *Result) checkLeases(t *traces.Trace, ds []*serverDeletion) {
 // put at the head of a message ("op at line 12 (client 3): ..."), or ""
 // when there is none.
 func leaseWhere(msg string) string {
-	for _, p := range []string{"op at line ", "lease op at line ", "watch response at line "} {
+	for _, p := range []string{"op at line ", "lease op at line ", "watch "} {
 		if strings.HasPrefix(msg, p) {
 			if w, _, ok := strings.Cut(msg, ": "); ok {
 				return w
