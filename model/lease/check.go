@@ -73,8 +73,8 @@ type History struct {
 // acknowledged grants and keep-alives of their leases.
 func Check(h History) []spec.Violation {
 	var out []spec.Violation
-	// What the history says of each lease: grant returns, revoke calls and
-	// returns, acknowledgements.
+	// What the history says of each lease: its acknowledged grants and
+	// keep-alives, and its revokes that succeeded or may have.
 	type ack struct{ call, ttl int64 }
 	revokedAt := map[int64][]Op{} // lease → successful (or unknown) revokes
 	acks := map[int64][]ack{}
