@@ -10,7 +10,7 @@ import (
 	"go.uber.org/zap"
 )
 
-// SPEC §2 Leases (leasemodel adds the number): `watchspec serve` serves
+// SPEC §2.9 Lease operations: `watchspec serve` serves
 // etcd's Lease API through the real client — grant, a put with the lease,
 // keep-alive, time-to-live with keys — and after a stop and a restart on
 // the same data directory the lease and its key are there, with the lease's

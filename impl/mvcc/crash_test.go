@@ -127,7 +127,7 @@ func TestCrashChild(t *testing.T) {
 		}()
 	}
 	go func() {
-		// Leases (SPEC §2 Leases, leasemodel adds the number): grants, puts
+		// Leases (SPEC §2.9 Lease operations, §3.15 LeaseAtomic): grants, puts
 		// with a lease, revokes. A revoke deletes its keys at one revision,
 		// with the lease; a crash never leaves half of it.
 		r := rand.New(rand.NewPCG(seed, 99))

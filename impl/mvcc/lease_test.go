@@ -28,7 +28,7 @@ func putLease(t *testing.T, s *Store, k, v string, lease int64) int64 {
 	return resp.Revision
 }
 
-// SPEC §2 Leases (leasemodel adds the number): a revoke deletes every key
+// SPEC §3.15 LeaseAtomic, §3.14 LeaseDeletes: a revoke deletes every key
 // attached to the lease at one revision, in key order, and nothing else;
 // the key-values carry their lease.
 func TestLeaseRevokeDeletesAttachedKeysAtOneRevision(t *testing.T) {
@@ -86,7 +86,7 @@ func TestLeaseRevokeDeletesAttachedKeysAtOneRevision(t *testing.T) {
 	}
 }
 
-// SPEC §2 Leases: a put or a transaction with a lease that does not exist
+// SPEC §2.10 LeaseAttach: a put or a transaction with a lease that does not exist
 // fails with etcd's error and writes nothing.
 func TestPutWithUnknownLeaseFails(t *testing.T) {
 	s := newT(t)
@@ -107,7 +107,7 @@ func TestPutWithUnknownLeaseFails(t *testing.T) {
 	}
 }
 
-// SPEC §2 Leases: a put over a leased key moves it to the new lease (or
+// SPEC §2.9 Lease operations: a put over a leased key moves it to the new lease (or
 // to none), and a delete detaches it; a revoke then leaves it alone.
 func TestLeaseAttachDetach(t *testing.T) {
 	s := newT(t)
@@ -135,7 +135,7 @@ func TestLeaseAttachDetach(t *testing.T) {
 	}
 }
 
-// SPEC §2 Leases: grants are checked as etcd's lessor does; ID 0 lets the
+// SPEC §2.9 Lease operations: grants are checked as etcd's lessor does; ID 0 lets the
 // store choose a positive ID.
 func TestLeaseGrantErrors(t *testing.T) {
 	s := newT(t)
@@ -155,7 +155,7 @@ func TestLeaseGrantErrors(t *testing.T) {
 	}
 }
 
-// SPEC §2 Leases: leases, and keys' leases, survive a crash; a revoke cut
+// SPEC §2.9 Lease operations: leases, and keys' leases, survive a crash; a revoke cut
 // by a crash between the lease table and the log is finished on Open.
 func TestLeasesSurviveCrash(t *testing.T) {
 	dir := t.TempDir()

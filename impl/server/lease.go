@@ -10,8 +10,8 @@ import (
 	"github.com/watchspec/watchspec/impl/store"
 )
 
-// leaseServer is etcd's Lease service (SPEC §2 Leases, leasemodel adds the
-// number) on the store's leases (impl/store/lease.go): answers, errors and
+// leaseServer is etcd's Lease service (SPEC §2.9 Lease operations)
+// on the store's leases (impl/store/lease.go): answers, errors and
 // their order are etcd v3.7's (v3rpc/lease.go, etcdserver/v3_server.go,
 // apply/apply.go). The one difference: LeaseLeases lists the leases by ID,
 // etcd by expiry (lessor.go Leases).

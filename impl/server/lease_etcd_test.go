@@ -13,8 +13,8 @@ import (
 	"github.com/watchspec/watchspec/internal/etcdtest"
 )
 
-// The comparisons of the Lease service with a real etcd (SPEC §2 Leases,
-// leasemodel adds the number). They use only internal/etcdtest's exported
+// The comparisons of the Lease service with a real etcd (SPEC §2.9
+// Lease operations). They use only internal/etcdtest's exported
 // API (Start, Cluster.Endpoints, Close).
 
 // TestLeaseServiceSameAsEtcd runs leaseScript against a real etcd 3.7: its

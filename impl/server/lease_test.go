@@ -191,7 +191,7 @@ var wantLeaseScript = []string{
 	`get everything: rev 12 ["d"="v"/c6/m7/v2/l0]`,
 }
 
-// SPEC §2 Leases (leasemodel adds the number): the Lease service — grant
+// SPEC §2.9 Lease operations, §2.10 LeaseAttach, §3.15 LeaseAtomic: the Lease service — grant
 // errors, puts and transactions with unknown leases, time-to-live with
 // keys, keep-alive (TTL 0 for an unknown lease), a revoke deleting every
 // attached key at one revision in one watch response, detaching by
@@ -202,7 +202,7 @@ func TestLeaseService(t *testing.T) {
 	compareTranscripts(t, "watchspec's Lease service", leaseScript(t, rc), wantLeaseScript)
 }
 
-// SPEC §2 Leases: a server-chosen ID, the minimum TTL, and expiry on the
+// SPEC §2.9 Lease operations, §2.11 LeaseExpiry: a server-chosen ID, the minimum TTL, and expiry on the
 // store's clock through the server (no sleeps: a fake clock).
 func TestLeaseServerChosenIDAndExpiry(t *testing.T) {
 	clk := &fakeClock{now: time.Unix(5000, 0)}
@@ -235,7 +235,7 @@ func TestLeaseServerChosenIDAndExpiry(t *testing.T) {
 	}
 }
 
-// SPEC §2 Leases: leases survive a restart of the server, with their keys.
+// SPEC §2.9 Lease operations: leases survive a restart of the server, with their keys.
 func TestLeasesSurviveServerRestart(t *testing.T) {
 	dir := t.TempDir()
 	r, err := Start(dir, "127.0.0.1:0", testOptions())

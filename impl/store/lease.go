@@ -11,7 +11,7 @@ import (
 	"github.com/watchspec/watchspec/impl/mvcc"
 )
 
-// Leases (docs/SPEC.md §2 Leases, leasemodel adds the number).
+// Leases (docs/SPEC.md §2.9 Lease operations, §2.11 LeaseExpiry).
 //
 // The key-value store keeps the lease table durably and revokes (package
 // mvcc: a revoke deletes every attached key at one revision); the Store
@@ -142,7 +142,7 @@ func (s *Store) gated() func() {
 }
 
 // LeaseGrant grants a lease of ttl seconds with ID id, or an ID the store
-// chooses when id is 0 (SPEC §2 Leases). A TTL below LeaseOptions.MinTTL is
+// chooses when id is 0 (SPEC §2.9 Lease operations). A TTL below LeaseOptions.MinTTL is
 // raised to it; the Lease returned says what was granted. It fails with
 // ErrLeaseExist for a taken ID and ErrLeaseTTLTooLarge above MaxLeaseTTL.
 // The lease expires ttl seconds from now unless kept alive.

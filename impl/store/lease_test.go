@@ -49,7 +49,7 @@ func expire(t *testing.T, s *store.Store) []int64 {
 	return ids
 }
 
-// SPEC §2 Leases (leasemodel adds the number): a lease does not expire
+// SPEC §2.11 LeaseExpiry: a lease does not expire
 // before its TTL has passed since the grant or the last acknowledged
 // keep-alive; once it has, the server revokes it and deletes its keys.
 func TestLeaseExpiresNotBeforeTTL(t *testing.T) {
@@ -74,7 +74,7 @@ func TestLeaseExpiresNotBeforeTTL(t *testing.T) {
 	if st, err := s.LeaseTimeToLive(l.ID, true); err != nil || st.TTL != 0 || st.GrantedTTL != 10 || !reflect.DeepEqual(st.Keys, []string{"k"}) {
 		t.Fatalf("TimeToLive just before expiry: %+v %v", st, err)
 	}
-	// SPEC §2 Leases: a keep-alive extends the lease by its TTL from now.
+	// SPEC §2.11 LeaseExpiry: a keep-alive extends the lease by its TTL from now.
 	ttl, err := s.LeaseKeepAlive(ctx, l.ID)
 	if err != nil || ttl != 10 {
 		t.Fatalf("keep-alive: %d %v", ttl, err)
@@ -105,7 +105,7 @@ func TestLeaseExpiresNotBeforeTTL(t *testing.T) {
 	}
 }
 
-// SPEC §2 Leases: a keep-alive that comes after the TTL has passed does
+// SPEC §2.11 LeaseExpiry: a keep-alive that comes after the TTL has passed does
 // not revive the lease, even before the expiry loop has run.
 func TestLeaseKeepAliveAfterExpiry(t *testing.T) {
 	clk := &fakeClock{now: time.Unix(1000, 0)}
@@ -123,7 +123,7 @@ func TestLeaseKeepAliveAfterExpiry(t *testing.T) {
 	}
 }
 
-// SPEC §2 Leases: the minimum and maximum TTL are etcd's.
+// SPEC §2.9 Lease operations: the minimum and maximum TTL are etcd's.
 func TestLeaseGrantTTLBounds(t *testing.T) {
 	s := openLeases(t, t.TempDir(), &fakeClock{})
 	defer s.Close()
@@ -139,7 +139,7 @@ func TestLeaseGrantTTLBounds(t *testing.T) {
 	}
 }
 
-// SPEC §2 Leases: leases survive a restart, and each one's remaining TTL
+// SPEC §2.9 Lease operations: leases survive a restart, and each one's remaining TTL
 // is reset to its full TTL (etcd's lessor Promote): time spent down never
 // expires a lease.
 func TestLeasesSurviveRestartWithTTLReset(t *testing.T) {
@@ -170,7 +170,7 @@ func TestLeasesSurviveRestartWithTTLReset(t *testing.T) {
 	}
 }
 
-// SPEC §2 Leases: a revoke deletes every attached key at one revision: a
+// SPEC §3.15 LeaseAtomic: a revoke deletes every attached key at one revision: a
 // watch sees all the DELETE events in one response at that revision.
 func TestLeaseRevokeOneWatchResponse(t *testing.T) {
 	s := openLeases(t, t.TempDir(), &fakeClock{})
