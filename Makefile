@@ -1,6 +1,10 @@
 # watchspec — the README's commands and the checks CI runs.
 GO ?= go
 PKGS ?= ./...
+# The modules: the root (what third parties import) and tests (the
+# harnesses that drive kine, the apiserver cacher and embedded etcd, and the
+# bench). test, vet, bench and cover run PKGS in each, from its directory.
+MODULES := . tests
 FUZZTIME ?= 10s
 
 .PHONY: all test vet fmt fuzz bench bench-compare cover ci crash corrupt slow mutate conform-long conform-kube
@@ -9,10 +13,10 @@ all: vet test
 
 # The test suite: what CI runs (through .ci/run) and the README tells you to run.
 test:
-	$(GO) test -race -count=1 $(PKGS)
+	@set -e; for m in $(MODULES); do echo "== $$m"; (cd $$m && $(GO) test -race -count=1 $(PKGS)); done
 
 vet:
-	$(GO) vet $(PKGS)
+	@set -e; for m in $(MODULES); do (cd $$m && $(GO) vet $(PKGS)); done
 
 # fmt fails when a file is not gofmt-formatted.
 fmt:
@@ -26,7 +30,7 @@ fuzz:
 
 # Benchmarks; compare two runs with benchstat.
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+	@set -e; for m in $(MODULES); do (cd $$m && $(GO) test -run '^$$' -bench . -benchmem $(PKGS)); done
 
 # The reference server side by side with an embedded etcd (6-10 minutes on
 # 2 cores): prints the table and writes docs/PERFORMANCE.md and
@@ -82,15 +86,14 @@ conform-long:
 	$(GO) test ./cmd/watchspec -run '^TestConformEndpointsReused$$' -count=1 -v -timeout 30m -artifacts -outputdir $(CONFORM_OUT) -conform.endpoint-runs 5
 
 # The Kubernetes workload over HTTP (conform/kube) against the real
-# apiserver of internal/apiservertest, over etcd and over the reference
+# apiserver of tests/apiservertest, over etcd and over the reference
 # server, for KUBE_DURATION each (go test runs 3 s).
 KUBE_DURATION ?= 60s
 conform-kube:
-	$(GO) test ./internal/apiservertest -run '^TestConform$$' -count=1 -v -timeout 30m -apiserver.duration=$(KUBE_DURATION)
+	$(GO) test ./tests/apiservertest -run '^TestConform$$' -count=1 -v -timeout 30m -apiserver.duration=$(KUBE_DURATION)
 
 cover:
-	$(GO) test -count=1 -coverprofile=cover.out $(PKGS)
-	$(GO) tool cover -func=cover.out | tail -n 1
+	@set -e; for m in $(MODULES); do (cd $$m && $(GO) test -count=1 -coverprofile=cover.out $(PKGS) && $(GO) tool cover -func=cover.out | tail -n 1); done
 
 ci:
 	bash .ci/run

@@ -4,14 +4,16 @@
 //
 //   - [github.com/watchspec/watchspec/impl/mvcc]: the durable MVCC
 //     key-value store on bbolt — key index, group commit, crash-safe
-//     multi-batch compaction (docs/SPEC.md §2);
+//     multi-batch compaction, the lease table (docs/SPEC.md §2);
 //   - [github.com/watchspec/watchspec/impl/watchhub]: the watch hub —
 //     streams, synced / victim / unsynced watches, catch-up from history,
 //     compaction cancels, progress notifications (§3);
 //   - [github.com/watchspec/watchspec/impl/store]: the two wired together,
-//     the API an etcd v3 server or an informer sits on;
+//     with the leases' clock (expiry, keep-alives) — the API an etcd v3
+//     server or an informer sits on;
 //   - [github.com/watchspec/watchspec/impl/server]: the etcd v3 gRPC server
-//     over the store (`watchspec serve`);
+//     (KV, Watch, Lease, Maintenance) that clientv3 and etcdctl use
+//     (`watchspec serve`);
 //   - [github.com/watchspec/watchspec/impl/informer]: the Kubernetes side —
 //     list/watch served from the store, and a Reflector → DeltaFIFO →
 //     Indexer → SharedInformer client (§4, §5).

@@ -112,6 +112,16 @@ func Check(t *traces.Trace, opts Options) (*Result, error) {
 	for _, w := range t.Watches {
 		res.WatchResponses += len(w.Responses)
 	}
+	var deletions []*serverDeletion
+	leases := usesLeases(t)
+	if leases {
+		// §3.14: the server's own deletions join the operations (see
+		// lease.go); the trace itself is not modified.
+		deletions = findServerDeletions(t)
+		c := *t
+		c.Ops = append(withoutLeaseRefusals(t.Ops), serverOps(deletions)...)
+		t = &c
+	}
 	obs := observe(t)
 	ops, serializable := prepare(t, obs, a)
 	start, err := startState(t, ops)
@@ -134,6 +144,9 @@ func Check(t *traces.Trace, opts Options) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
+	}
+	if leases {
+		res.checkLeases(t, deletions)
 	}
 	if res.Verdict != Linearizable {
 		res.checkWriteRevisions(t, obs, nil)

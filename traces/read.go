@@ -443,12 +443,14 @@ func (rd *reader) record(line []byte, lineNo int) error {
 			return errors.New(`an annotation needs a "tag"`)
 		}
 		t.Annotations = append(t.Annotations, a)
+	case "lease":
+		return rd.leaseRecord(line, lineNo)
 	case "k8s_list", "k8s_watch", "k8s_watch_event", "k8s_watch_end", "informer", "informer_cache":
 		return rd.k8sRecord(head.Type, line, lineNo)
 	case "":
-		return errors.New(`record without a "type" (op, watch, watch_response, progress_request, annotation, or a Kubernetes record)`)
+		return errors.New(`record without a "type" (op, lease, watch, watch_response, progress_request, annotation, or a Kubernetes record)`)
 	default:
-		return fmt.Errorf("unknown record type %q (op, watch, watch_response, progress_request, annotation, k8s_list, k8s_watch, k8s_watch_event, k8s_watch_end, informer or informer_cache)", head.Type)
+		return fmt.Errorf("unknown record type %q (op, lease, watch, watch_response, progress_request, annotation, k8s_list, k8s_watch, k8s_watch_event, k8s_watch_end, informer or informer_cache)", head.Type)
 	}
 	return nil
 }

@@ -35,6 +35,7 @@ func TestSchemaMatchesWireFormat(t *testing.T) {
 		"k8s_watch_event": k8sWatchEventRecord{}, "k8s_watch_end": k8sWatchEndRecord{}, "notification": wireNotification{},
 		"informer_entry": wireInformerEntry{}, "informer": informerRecord{}, "informer_cache": informerCacheRecord{},
 		"request_range": wireRangeRequest{}, "watch_response_body": wireWatchResp{}, "progress_request": progressRequestRecord{},
+		"lease": leaseRecord{}, "lease_request": wireLeaseRequest{}, "lease_response": wireLeaseResponse{},
 	} {
 		d, ok := schema.Defs[def]
 		if !ok {

@@ -54,9 +54,12 @@ type Header struct {
 // Trace is a whole recorded run.
 type Trace struct {
 	// Name is where the trace came from (a file name), for messages.
-	Name        string
-	Header      Header
-	Ops         []Op
+	Name   string
+	Header Header
+	Ops    []Op
+	// LeaseOps are the clients' lease operations (version 2, "lease"
+	// records), in file order.
+	LeaseOps    []LeaseOp
 	Watches     []*Watch
 	Annotations []Annotation
 	// ProgressRequests are the clients' Watcher.RequestProgress calls

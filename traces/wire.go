@@ -143,6 +143,7 @@ type (
 		CreateRevision int64 `json:"create_revision,omitempty"`
 		ModRevision    int64 `json:"mod_revision"`
 		Version        int64 `json:"version,omitempty"`
+		Lease          int64 `json:"lease,omitempty"` // version 2, leases
 	}
 
 	wireRange struct {
@@ -163,6 +164,7 @@ type (
 		Key    Bytes `json:"key"`
 		Value  Bytes `json:"value"`
 		PrevKV bool  `json:"prev_kv,omitempty"`
+		Lease  int64 `json:"lease,omitempty"` // version 2, leases
 	}
 	wireDelete struct {
 		Key      Bytes `json:"key"`
@@ -258,7 +260,7 @@ type (
 // Encoding: model → wire.
 
 func toWireKV(k kv.KeyValue) wireKV {
-	return wireKV{Key: Bytes(k.Key), Value: Bytes(k.Value), CreateRevision: k.CreateRevision, ModRevision: k.ModRevision, Version: k.Version}
+	return wireKV{Key: Bytes(k.Key), Value: Bytes(k.Value), CreateRevision: k.CreateRevision, ModRevision: k.ModRevision, Version: k.Version, Lease: k.Lease}
 }
 
 func toWireKVs(ks []kv.KeyValue) []wireKV {
@@ -293,7 +295,7 @@ func toWirePut(p *kv.PutRequest) *wirePut {
 	if p == nil {
 		return nil
 	}
-	return &wirePut{Key: Bytes(p.Key), Value: Bytes(p.Value), PrevKV: p.PrevKV}
+	return &wirePut{Key: Bytes(p.Key), Value: Bytes(p.Value), PrevKV: p.PrevKV, Lease: p.Lease}
 }
 
 func toWireDelete(d *kv.DeleteRequest) *wireDelete {
@@ -432,7 +434,7 @@ func fromWireKV(w *wireKV, what string) (kv.KeyValue, error) {
 	if err := notNegative(what+": ", "create_revision", w.CreateRevision, "mod_revision", w.ModRevision, "version", w.Version); err != nil {
 		return kv.KeyValue{}, err
 	}
-	return kv.KeyValue{Key: string(w.Key), Value: string(w.Value), CreateRevision: w.CreateRevision, ModRevision: w.ModRevision, Version: w.Version}, nil
+	return kv.KeyValue{Key: string(w.Key), Value: string(w.Value), CreateRevision: w.CreateRevision, ModRevision: w.ModRevision, Version: w.Version, Lease: w.Lease}, nil
 }
 
 func fromWireKVs(ws []wireKV, what string) ([]kv.KeyValue, error) {
@@ -479,7 +481,7 @@ func fromWirePut(w *wirePut) *kv.PutRequest {
 	if w == nil {
 		return nil
 	}
-	return &kv.PutRequest{Key: string(w.Key), Value: string(w.Value), PrevKV: w.PrevKV}
+	return &kv.PutRequest{Key: string(w.Key), Value: string(w.Value), PrevKV: w.PrevKV, Lease: w.Lease}
 }
 
 func fromWireDelete(w *wireDelete) *kv.DeleteRequest {

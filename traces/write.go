@@ -175,7 +175,7 @@ func (w *Writer) Flush() error {
 }
 
 // Write writes a whole trace: its header and then every record, operations
-// first, then each watch with its responses, progress requests,
+// (key-value, then lease) first, then each watch with its responses, progress requests,
 // annotations, and the Kubernetes records. (A recorder writes records as
 // they happen instead; any order that creates a watch before its responses
 // reads back the same.)
@@ -208,6 +208,9 @@ func Write(out io.Writer, t *Trace) error {
 	}
 	for _, op := range t.Ops {
 		w.Op(op)
+	}
+	for _, op := range t.LeaseOps {
+		w.LeaseOp(op)
 	}
 	for _, wa := range t.Watches {
 		if wa.Stream != nil {

@@ -1,137 +1,122 @@
 package main
 
 import (
-	"context"
+	"bufio"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"runtime"
 	"strings"
-
-	"github.com/watchspec/watchspec/bench"
 )
 
-const benchUsage = `Usage: watchspec bench [--vs-etcd] [--out DIR] [--rounds N] [--quick] [flags]
+// The bench links an embedded etcd, so it lives in the tests module
+// (tests/cmd/bench, package tests/bench), not in the module third parties
+// import; `watchspec bench` builds it from the checkout it is run in and
+// runs it with the same flags.
 
-Measures watchspec's reference server (each round a fresh one in a child
-process, fsync on, serving etcd's gRPC API on loopback) with the same
-clientv3 workloads as an embedded etcd 3.7.3 (with --vs-etcd: 1 member,
-fsync on, data on the same disk), alternating between them, for several
-rounds: durable puts, live fan-out, catch-up, put→delivery latency, heap
-per idle watcher, polling against watching; then the checker's own
-throughput. Prints a table of the medians (metric | watchspec | etcd |
-ratio, the ratio above 1 where watchspec does better) and the targets met,
-and writes it to DIR/PERFORMANCE.md with a chart, DIR/performance.svg.
-
-A full run takes about 6 to 10 minutes on 2 cores; --quick runs every
-workload scaled down, once, in well under a minute (for tests: not a
-measurement to quote).
-
-Exit status: 0 done; 1 a measurement failed (the table says which); 2 usage
-error, or a server could not be started.
-
-Flags:
-`
-
+// runBench is `watchspec bench`: it builds tests/cmd/bench of the checkout
+// (found from the working directory, else from this program's source) and
+// runs it with args, in the working directory, with this process's
+// standard streams when they are the terminal's (stdout and stderr
+// otherwise), and returns its exit status.
 func runBench(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("watchspec bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, benchUsage); fs.PrintDefaults() }
-	vsEtcd := fs.Bool("vs-etcd", false, "run every server workload against an embedded etcd too")
-	out := fs.String("out", "", "write PERFORMANCE.md and performance.svg into `DIR` (default docs, or nowhere with --quick or --only)")
-	rounds := fs.Int("rounds", 3, "rounds; the table gives the medians (--quick: 1)")
-	quick := fs.Bool("quick", false, "small sizes and one round (unless --rounds): for tests")
-	only := fs.String("only", "", "run only these comma-separated workloads: "+strings.Join(bench.Workloads, ","))
-	workDir := fs.String("work-dir", "", "keep the servers' data under `DIR` (default: a temporary directory)")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the server for every workload into `DIR`")
-	quiet := fs.Bool("q", false, "no progress lines on stderr")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() != 0 {
-		fmt.Fprintf(stderr, "watchspec bench: unexpected argument %q\n", fs.Arg(0))
-		fs.Usage()
-		return 2
-	}
-	roundsSet := flagSet(fs, "rounds")
-	if *rounds <= 0 {
-		fmt.Fprintf(stderr, "watchspec bench: --rounds must be positive, not %d\n", *rounds)
-		return 2
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		fmt.Fprintf(stderr, "watchspec bench: finding this program to start the servers: %v\n", err)
-		return 2
-	}
-	cfg := bench.Config{
-		VsEtcd:        *vsEtcd,
-		Rounds:        *rounds,
-		Sizes:         bench.FullSizes,
-		ChildCommand:  []string{exe, "bench-server"},
-		WorkDir:       *workDir,
-		CPUProfileDir: *cpuProfile,
-		Command:       strings.TrimSpace("watchspec bench " + strings.Join(args, " ")),
-		Log:           stderr,
-	}
-	if *quiet {
-		cfg.Log = io.Discard
-	}
-	if *quick {
-		cfg.Quick, cfg.Sizes = true, bench.QuickSizes
-		if !roundsSet {
-			cfg.Rounds = 1
-		}
-	}
-	if *only != "" {
-		cfg.Only = strings.Split(*only, ",")
-	}
-	dir := *out
-	if dir == "" && !*quick && *only == "" {
-		dir = "docs"
-	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	rep, err := bench.Run(ctx, cfg)
+	_, src, _, _ := runtime.Caller(0)
+	wd, _ := os.Getwd()
+	root, err := findCheckout(wd, filepath.Join(filepath.Dir(src), "..", ".."))
 	if err != nil {
 		fmt.Fprintf(stderr, "watchspec bench: %v\n", err)
 		return 2
 	}
-	fmt.Fprintln(stdout)
-	fmt.Fprint(stdout, rep.Table())
-	fmt.Fprintln(stdout)
-	fmt.Fprint(stdout, rep.Targets())
-	if dir != "" {
-		md, svg, err := rep.WriteFiles(dir)
-		if err != nil {
-			fmt.Fprintf(stderr, "watchspec bench: writing the report: %v\n", err)
-			return 1
-		}
-		fmt.Fprintf(stdout, "\nwrote %s and %s (%s)\n", md, svg, rep.Elapsed.Round(1e8))
-	} else {
-		fmt.Fprintf(stdout, "\n(%s; no report written: give --out DIR)\n", rep.Elapsed.Round(1e8))
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		fmt.Fprintf(stderr, "watchspec bench: the bench is built with the go command, and none is on PATH (%v)\n", err)
+		return 2
 	}
-	if f := rep.Failed(); len(f) > 0 {
-		fmt.Fprintln(stderr, "watchspec bench: some measurements failed:")
-		for _, e := range f {
-			fmt.Fprintf(stderr, "  %s\n", e)
-		}
-		return 1
+	tmp, err := os.MkdirTemp("", "watchspec-bench-")
+	if err != nil {
+		fmt.Fprintf(stderr, "watchspec bench: %v\n", err)
+		return 2
+	}
+	defer os.RemoveAll(tmp)
+	bin := filepath.Join(tmp, "bench")
+	build := exec.Command(goCmd, "build", "-o", bin, "./cmd/bench")
+	build.Dir = filepath.Join(root, "tests")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(stderr, "watchspec bench: building the bench (go build ./cmd/bench in %s): %v\n%s", build.Dir, err, out)
+		return 2
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
+	// An interrupt at the terminal reaches the bench too, which stops its
+	// servers and exits; this process waits for it.
+	signal.Ignore(os.Interrupt)
+	defer signal.Reset(os.Interrupt)
+	err = cmd.Run()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return exit.ExitCode()
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "watchspec bench: running the bench: %v\n", err)
+		return 2
 	}
 	return 0
 }
 
-// runBenchServer is the hidden `watchspec bench-server`: one server under
-// test, for `watchspec bench` (see bench.ServeChild).
-func runBenchServer(args []string, stdout, stderr io.Writer) int {
-	// An interrupt at the terminal reaches the whole process group: the
-	// driver stops its servers itself (or they stop when its end of stdin
-	// closes).
-	signal.Ignore(os.Interrupt)
-	return bench.ServeChild(args, os.Stdin, stdout, stderr)
+// findCheckout returns the first of dirs (or of their parents) that is the
+// root of a checkout of watchspec with its tests module: go.mod names
+// module github.com/watchspec/watchspec and tests/cmd/bench exists.
+func findCheckout(dirs ...string) (string, error) {
+	for _, d := range dirs {
+		if d == "" {
+			continue
+		}
+		d, err := filepath.Abs(d)
+		if err != nil {
+			continue
+		}
+		for {
+			if isCheckout(d) {
+				return d, nil
+			}
+			parent := filepath.Dir(d)
+			if parent == d {
+				break
+			}
+			d = parent
+		}
+	}
+	return "", fmt.Errorf("the bench (tests/cmd/bench) is built from a checkout of github.com/watchspec/watchspec, and neither %s nor its parents is one: run it inside a clone (git clone, cd into it, go run ./cmd/watchspec bench)", strings.Join(nonEmpty(dirs), " nor "))
+}
+
+func isCheckout(dir string) bool {
+	if _, err := os.Stat(filepath.Join(dir, "tests", "cmd", "bench", "main.go")); err != nil {
+		return false
+	}
+	f, err := os.Open(filepath.Join(dir, "go.mod"))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if strings.TrimSpace(sc.Text()) == "module github.com/watchspec/watchspec" {
+			return true
+		}
+	}
+	return false
+}
+
+func nonEmpty(s []string) []string {
+	var out []string
+	for _, x := range s {
+		if x != "" {
+			out = append(out, x)
+		}
+	}
+	return out
 }

@@ -46,8 +46,6 @@ var commands = map[string]command{
 	"conform": {"run the conformance workload against an etcd-v3 endpoint and check it", runConform},
 	"serve":   {"serve the reference store on the etcd v3 gRPC API", runServe},
 	"bench":   {"measure the reference server side by side with etcd", runBench},
-	// Hidden (not in order): one server under test, run by bench.
-	"bench-server": {"", runBenchServer},
 }
 
 // order lists the subcommands in the order help shows them.

@@ -39,8 +39,9 @@ is acknowledged. Before serving, the whole directory is verified; a damaged
 one is refused. When the disk is full, the NOSPACE alarm is raised and
 puts fail with etcd's "database space exceeded" until space is freed and
 the alarm disarmed (etcdctl alarm disarm); no restart is needed. Runs until
-SIGINT or SIGTERM, then stops gracefully. Leases, authentication and
-membership changes are not supported (docs/SERVER.md).
+SIGINT or SIGTERM, then stops gracefully. Leases are served as etcd serves
+them and kept in DIR: after a restart each lease has its full TTL again.
+Authentication and membership changes are not supported (docs/SERVER.md).
 
 The server logs (log/slog) to stderr: serving, stopping, alarms,
 compactions, refusals. --log-format json for one JSON object a line.

@@ -77,6 +77,8 @@ type request struct {
 	del  *DeleteRequest
 	txn  *TxnRequest
 	comp *int64
+	// lease is a grant or a revoke (lease.go).
+	lease *leaseRequest
 
 	resp any
 	err  error
@@ -230,6 +232,11 @@ func (s *Store) commit(reqs []*request) {
 		if le, ok := err.(*logError); ok && le.noSpace {
 			s.raiseNoSpace(err)
 			for i := range errs {
+				if lr := reqs[i].lease; lr != nil && lr.grant != nil && errs[i] == nil {
+					continue // durable in the lease table, whatever became of the log
+				}
+				// A revoke taken back here is already out of the lease
+				// table: its keys are deleted by the next Open (lease.go).
 				resps[i], errs[i] = nil, ErrNoSpace
 			}
 			s.answer(reqs, resps, errs)
@@ -266,6 +273,7 @@ func (s *Store) commit(reqs []*request) {
 	if full {
 		s.ckpt.poke()
 	}
+	s.lt.noteCommits(bt.commits)
 	if s.opts.OnCommit != nil {
 		for _, c := range bt.commits {
 			s.opts.OnCommit(c)
@@ -345,20 +353,27 @@ func (s *Store) latest(r revision, keyOnly bool) (record, error) {
 
 func isRequestError(err error) bool {
 	switch err {
-	case ErrCompacted, ErrFutureRev, ErrEmptyKey, ErrDuplicateKey, ErrKeyNotFound, ErrInvalidRequest, ErrNoSpace:
+	case ErrCompacted, ErrFutureRev, ErrEmptyKey, ErrDuplicateKey, ErrKeyNotFound, ErrInvalidRequest, ErrNoSpace,
+		ErrLeaseNotFound, ErrLeaseExist, ErrLeaseTTLTooLarge:
 		return true
 	}
-	return false
+	_, ok := err.(*leaseFileError)
+	return ok
 }
 
 // apply applies one request at the committer's logical state.
 func (bt *batch) apply(r *request) (any, error) {
 	s := bt.s
-	if s.noSpace.Load() && (r.put != nil || r.txn != nil && txnPuts(r.txn)) {
-		return nil, ErrNoSpace // etcd's applierV3Capped
+	if s.noSpace.Load() && (r.put != nil || r.txn != nil && txnPuts(r.txn) || r.lease != nil && r.lease.grant != nil) {
+		return nil, ErrNoSpace // etcd's applierV3Capped (LeaseGrant too)
 	}
 	switch {
+	case r.lease != nil:
+		return bt.applyLease(r.lease)
 	case r.put != nil:
+		if err := s.checkLeases([]Op{{Put: r.put}}); err != nil {
+			return nil, err
+		}
 		w := bt.begin()
 		prev, err := w.put(*r.put)
 		if err != nil {
@@ -452,7 +467,7 @@ func (w *writer) put(p PutRequest) (*KeyValue, error) {
 	if err != nil {
 		return nil, err
 	}
-	rec := record{kv: KeyValue{Key: p.Key, Value: p.Value, CreateRevision: w.rev, ModRevision: w.rev, Version: 1}}
+	rec := record{kv: KeyValue{Key: p.Key, Value: p.Value, CreateRevision: w.rev, ModRevision: w.rev, Version: 1, Lease: p.Lease}}
 	if prev != nil {
 		rec.kv.CreateRevision, rec.kv.Version = prev.CreateRevision, prev.Version+1
 		rec.hasPrev, rec.prev = true, prevRev
@@ -537,6 +552,10 @@ func (bt *batch) txn(t *TxnRequest) (any, error) {
 		if op.Range.Revision < s.ccompact {
 			return nil, ErrCompacted
 		}
+	}
+	// So are the leases of its puts (etcd's checkTxn, txn/put.go checkLease).
+	if err := s.checkLeases(ops); err != nil {
+		return nil, err
 	}
 	begin := s.crev
 	w := bt.begin()

@@ -127,6 +127,36 @@ func TestCrashChild(t *testing.T) {
 		}()
 	}
 	go func() {
+		// Leases (SPEC §2.9 Lease operations, §3.15 LeaseAtomic): grants, puts
+		// with a lease, revokes. A revoke deletes its keys at one revision,
+		// with the lease; a crash never leaves half of it.
+		r := rand.New(rand.NewPCG(seed, 99))
+		g, _ := strconv.ParseInt(gen, 10, 64)
+		for i := int64(1); ; i++ {
+			id := g<<20 | i
+			if _, err := s.LeaseGrant(ctx, Lease{ID: id, TTL: 60}); err != nil {
+				return
+			}
+			ack("grant %d", id)
+			for j := range 1 + r.IntN(3) {
+				key := fmt.Sprintf("g%s/l/%d/%d", gen, i, j)
+				resp, err := s.Put(ctx, PutRequest{Key: key, Value: "l" + key, Lease: id})
+				if err != nil {
+					return
+				}
+				ack("lput %s %s %d %d", key, "l"+key, resp.Revision, id)
+			}
+			if r.IntN(2) == 0 {
+				ack("tryrevoke %d", id)
+				rev, err := s.LeaseRevoke(ctx, id)
+				if err != nil {
+					return
+				}
+				ack("revoke %d %d", id, rev)
+			}
+		}
+	}()
+	go func() {
 		// Compact often, and preferably at the revision of a delete: after a
 		// crash, a watch from the compact revision must still see it
 		// (etcd#18089, etcd#19179), and the revision must not go back if that
@@ -153,11 +183,14 @@ func TestCrashChild(t *testing.T) {
 
 // The kill points of the crash test: every step of a checkpoint (a part
 // committed that is not the last of its checkpoint; any part committed), a
-// compaction batch, and a write of the log cut in the middle.
+// compaction batch, a write of the log cut in the middle, a grant written
+// but not answered, and a revoke between the lease table and the log (Open
+// must finish it).
 const pointTornFrame = "log: half a frame written"
 
 var killPoints = []string{"checkpoint: segment created", "checkpoint: rotated", "checkpoint: part committed", "checkpoint: committed",
-	"checkpoint: removed a segment", "compaction: batch committed", pointTornFrame}
+	"checkpoint: removed a segment", "compaction: batch committed", pointTornFrame,
+	"lease: grant's table written", "lease: revoke's table written"} // an odd number, so that every point meets checkpoints in parts
 
 // tornFS is the operating system's file system, with a hook on every write
 // of a segment.
@@ -192,11 +225,18 @@ type ledger struct {
 	maxRev  int64
 	compact int64 // the highest acknowledged compaction, -1 if none
 	acks    int
+
+	grants   map[int64]bool      // leases granted
+	revokes  map[int64]int64     // leases revoked, at a revision
+	ltries   map[int64]bool      // revokes announced, maybe applied
+	leasePut map[string]ackedPut // keys put with a lease (in lease)
+	leaseOps int                 // acknowledged grants, puts with a lease, revokes
 }
 
 type ackedPut struct {
 	value string
 	rev   int64
+	lease int64
 }
 
 func (l *ledger) parse(line string) error {
@@ -222,6 +262,20 @@ func (l *ledger) parse(line string) error {
 		l.maxRev = max(l.maxRev, num(f[3]))
 	case f[1] == "compact" && len(f) == 3:
 		l.compact = max(l.compact, num(f[2]))
+	case f[1] == "grant" && len(f) == 3:
+		l.grants[num(f[2])] = true
+		l.leaseOps++
+	case f[1] == "tryrevoke" && len(f) == 3:
+		l.ltries[num(f[2])] = true
+		return nil
+	case f[1] == "revoke" && len(f) == 4:
+		l.revokes[num(f[2])] = num(f[3])
+		l.leaseOps++
+		l.maxRev = max(l.maxRev, num(f[3]))
+	case f[1] == "lput" && len(f) == 6:
+		l.leasePut[f[2]] = ackedPut{value: f[3], rev: num(f[4]), lease: num(f[5])}
+		l.leaseOps++
+		l.maxRev = max(l.maxRev, num(f[4]))
 	default:
 		return fmt.Errorf("bad line %q", line)
 	}
@@ -257,15 +311,16 @@ func TestCrash(t *testing.T) {
 	var dir string
 	var l *ledger
 	var lastRev, lastCompact int64
-	var duringCompaction, duringCheckpoint, acks, lost int
+	var duringCompaction, duringCheckpoint, acks, leaseAcks, lost int
 	atPoint := map[string]int{}
 	for trial := range trials {
 		if trial%10 == 0 { // a fresh directory every ten trials; otherwise the store ages across crashes
 			dir = filepath.Join(t.TempDir(), "data")
-			l = &ledger{puts: map[string]ackedPut{}, dels: map[string]int64{}, tries: map[string]bool{}, compact: -1}
+			l = &ledger{puts: map[string]ackedPut{}, dels: map[string]int64{}, tries: map[string]bool{}, compact: -1,
+				grants: map[int64]bool{}, revokes: map[int64]int64{}, ltries: map[int64]bool{}, leasePut: map[string]ackedPut{}}
 			lastRev, lastCompact = 1, -1
 		}
-		before := l.acks
+		before, beforeLease := l.acks, l.leaseOps
 		var env []string
 		d := time.Duration(20+r.IntN(150)) * time.Millisecond
 		if trial%2 == 1 { // every other trial dies at a kill point (or, if it never gets there, at the timer)
@@ -284,6 +339,7 @@ func TestCrash(t *testing.T) {
 			atPoint[hit]++
 		}
 		acks += l.acks - before
+		leaseAcks += l.leaseOps - beforeLease
 		comp, ckpt := interrupted(t, dir)
 		if comp {
 			duringCompaction++
@@ -303,8 +359,8 @@ func TestCrash(t *testing.T) {
 		lastRev, lastCompact = s.Revision(), s.CompactRevision()
 		s.Close()
 	}
-	t.Logf("%d trials, %d acknowledged writes and compactions, %d lost; %d kills interrupted a compaction, %d a checkpoint; kills at kill points: %v",
-		trials, acks, lost, duringCompaction, duringCheckpoint, atPoint)
+	t.Logf("%d trials, %d acknowledged writes and compactions (%d of them lease grants, puts with a lease and revokes), %d lost; %d kills interrupted a compaction, %d a checkpoint; kills at kill points: %v",
+		trials, acks, leaseAcks, lost, duringCompaction, duringCheckpoint, atPoint)
 	if duringCompaction == 0 && trials >= 20 {
 		t.Errorf("no kill hit a compaction in %d trials: the test does not exercise crash-safe compaction", trials)
 	}
@@ -456,6 +512,34 @@ func verify(dir string, l *ledger, lastRev, lastCompact int64) (lost int, err er
 		}
 		if deleted && d >= from && !has(d, Delete, k) {
 			miss("%s: the DELETE at %d is not in the history (etcd#18089, etcd#19179)", k, d)
+		}
+	}
+	// Leases: an acknowledged grant is there unless a revoke was tried; an
+	// acknowledged revoke took the lease and its keys; a revoke cut by the
+	// crash took both or neither.
+	table := map[int64]bool{}
+	for _, ls := range s.Leases() {
+		table[ls.ID] = true
+	}
+	for id := range l.grants {
+		_, revoked := l.revokes[id]
+		switch {
+		case revoked && table[id]:
+			miss("lease %d: revoked (acknowledged), still in the table", id)
+		case !l.ltries[id] && !table[id]:
+			miss("lease %d: granted (acknowledged), not in the table", id)
+		}
+	}
+	for k, p := range l.leasePut {
+		kv, ok := live[k]
+		_, revoked := l.revokes[p.lease]
+		switch {
+		case revoked && ok:
+			miss("%s: its lease %d was revoked (acknowledged), still there", k, p.lease)
+		case !revoked && table[p.lease] && (!ok || kv.Value != p.value || kv.ModRevision != p.rev || kv.Lease != p.lease):
+			miss("%s: put %q at %d with lease %d (acknowledged, lease live), found %+v (present %v)", k, p.value, p.rev, p.lease, kv, ok)
+		case !table[p.lease] && ok:
+			miss("%s: its lease %d is gone, the key is not: a revoke was half done", k, p.lease)
 		}
 	}
 	// The index agrees with the records: the state at the compact revision

@@ -19,7 +19,10 @@
 // the index). Bucket "meta" holds the store's state (format, store ID, the
 // revision the data file holds, the scheduled compaction) and the last
 // compaction finished. Every record, the state and every log frame carry a
-// CRC-32C. docs/IMPLEMENTATION.md, "On disk", gives the exact layout.
+// CRC-32C. The file leases holds the lease table (IDs and TTLs), rewritten
+// by every grant and revoke; a put's record carries its lease (see
+// [Store.LeaseGrant], [Store.LeaseRevoke]). docs/IMPLEMENTATION.md, "On
+// disk", gives the exact layout.
 //
 // The key index (a B-tree of keys, each with the revisions of its records)
 // lives in memory and is rebuilt on Open. Reads take the record revisions

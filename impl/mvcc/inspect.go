@@ -138,6 +138,9 @@ func (in *inspection) damaged(file string, off int64, format string, args ...any
 // in the inspection.
 func inspect(dir string, names []string) (*inspection, error) {
 	in := &inspection{dir: dir, names: names}
+	if err := in.checkLeases(); err != nil {
+		return nil, err
+	}
 	dataPath := filepath.Join(dir, dataFileName)
 	seqs := listSegments(names)
 	f, err := os.Open(dataPath)

@@ -50,7 +50,8 @@ type record struct {
 const (
 	flagTomb = 1 << iota
 	flagPrev
-	flagLast // the last record of its revision
+	flagLast  // the last record of its revision
+	flagLease // a put with a lease: a varint lease ID follows the version
 )
 
 // castagnoli is the CRC-32C table: every record and log frame carries a
@@ -109,6 +110,7 @@ func openRecord(r revision, sealed []byte, keyOnly bool) (record, error) {
 //
 //	flags byte | uvarint len(key) | key |
 //	[put only] uvarint create | uvarint version |
+//	[flagLease] varint lease |
 //	[flagPrev] uvarint prev.main | uvarint prev.sub |
 //	[put only] value (the rest)
 func (r *record) encode(dst []byte) []byte {
@@ -122,12 +124,18 @@ func (r *record) encode(dst []byte) []byte {
 	if r.last {
 		flags |= flagLast
 	}
+	if !r.tomb && r.kv.Lease != 0 {
+		flags |= flagLease
+	}
 	dst = append(dst, flags)
 	dst = binary.AppendUvarint(dst, uint64(len(r.kv.Key)))
 	dst = append(dst, r.kv.Key...)
 	if !r.tomb {
 		dst = binary.AppendUvarint(dst, uint64(r.kv.CreateRevision))
 		dst = binary.AppendUvarint(dst, uint64(r.kv.Version))
+		if r.kv.Lease != 0 {
+			dst = binary.AppendVarint(dst, r.kv.Lease)
+		}
 	}
 	if r.hasPrev {
 		dst = binary.AppendUvarint(dst, uint64(r.prev.main))
@@ -150,8 +158,11 @@ func decodeRecord(rev revision, b []byte, keyOnly bool) (record, error) {
 		return bad("empty")
 	}
 	flags := b[0]
-	if flags&^(flagTomb|flagPrev|flagLast) != 0 {
+	if flags&^(flagTomb|flagPrev|flagLast|flagLease) != 0 {
 		return bad("unknown flags")
+	}
+	if flags&flagTomb != 0 && flags&flagLease != 0 {
+		return bad("a tombstone with a lease")
 	}
 	b = b[1:]
 	r.tomb, r.hasPrev, r.last = flags&flagTomb != 0, flags&flagPrev != 0, flags&flagLast != 0
@@ -176,6 +187,14 @@ func decodeRecord(rev revision, b []byte, keyOnly bool) (record, error) {
 		r.kv.CreateRevision, r.kv.Version = int64(c), int64(v)
 		if r.kv.CreateRevision < 1 || r.kv.CreateRevision > rev.main || r.kv.Version < 1 {
 			return bad("bad create revision or version")
+		}
+		if flags&flagLease != 0 {
+			l, w := binary.Varint(b)
+			if w <= 0 || l == 0 {
+				return bad("bad lease")
+			}
+			b = b[w:]
+			r.kv.Lease = l
 		}
 	}
 	if r.hasPrev {

@@ -76,9 +76,11 @@ func Recover(dir string) (*RecoverReport, error) {
 	if kind == dirNew {
 		return nil, fmt.Errorf("%w: %s holds no store (it is empty)", ErrNotStore, dir)
 	}
-	if in, err := inspect(dir, names); err != nil {
+	in, err := inspect(dir, names)
+	if err != nil {
 		return nil, err
-	} else if len(in.damage) == 0 {
+	}
+	if len(in.damage) == 0 {
 		return nil, fmt.Errorf("mvcc: %s is not damaged (revision %d): nothing to recover", dir, in.rev)
 	}
 	sv, rep, err := salvageDir(dir, names)
@@ -91,8 +93,15 @@ func Recover(dir string) (*RecoverReport, error) {
 	if err := os.Mkdir(moved, 0o755); err != nil {
 		return nil, fmt.Errorf("mvcc: recover: %w", err)
 	}
+	leasesDamaged := false
+	for _, d := range in.damage {
+		leasesDamaged = leasesDamaged || d.File == filepath.Join(dir, leaseFileName)
+	}
+	if leasesDamaged {
+		rep.Lost = append(rep.Lost, "the lease table (leases) is damaged: every lease is lost, and the keys attached to one are deleted when the store is next opened")
+	}
 	for _, n := range names {
-		if _, isSeg := parseSegmentName(n); isSeg || n == dataFileName {
+		if _, isSeg := parseSegmentName(n); isSeg || n == dataFileName || (n == leaseFileName && leasesDamaged) {
 			if err := os.Rename(filepath.Join(dir, n), filepath.Join(moved, n)); err != nil {
 				return nil, fmt.Errorf("mvcc: recover: move %s aside: %w", n, err)
 			}

@@ -181,6 +181,7 @@ type Store struct {
 	storeID uint64
 	view    atomic.Pointer[view]     // what readers see; replaced after every commit
 	snap    atomic.Pointer[snapshot] // the shared read transaction of the data file
+	lt      leaseTable               // the leases (lease.go)
 
 	mu      sync.Mutex
 	queue   []*request
@@ -325,6 +326,10 @@ func Open(dir string, opts Options) (_ *Store, err error) {
 		return nil, &DamageError{Dir: dir, Damage: in.damage, Trusted: in.trusted()}
 	}
 	os.Remove(filepath.Join(dir, creatingName)) // a creation that a crash cut after the store was whole
+	leases, err := loadLeases(dir)
+	if err != nil {
+		return nil, err
+	}
 	db, err := bolt.Open(filepath.Join(dir, dataFileName), 0o600, &bolt.Options{
 		Timeout:        time.Second,
 		NoFreelistSync: true,
@@ -340,6 +345,8 @@ func Open(dir string, opts Options) (_ *Store, err error) {
 	s := &Store{dir: dir, opts: opts, lock: lk, db: db, idx: newIndex(), storeID: in.bolt.state.storeID,
 		wake: make(chan struct{}, 1), done: make(chan struct{})}
 	s.memRoom = sync.NewCond(&s.memMu)
+	s.lt.init()
+	s.lt.ttl = leases
 	keep, err := s.recover(in)
 	if err != nil {
 		s.snapClose()
@@ -349,6 +356,10 @@ func Open(dir string, opts Options) (_ *Store, err error) {
 	s.ckpt.start(s)
 	s.compactor.start(s, keep)
 	go s.commitLoop()
+	if err := s.finishRevokes(); err != nil {
+		s.Kill()
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -419,6 +430,7 @@ func (s *Store) recover(in *inspection) (keep map[revision]struct{}, err error) 
 				return err
 			}
 			s.idx.add(rec.kv.Key, indexRev{main: r.main, sub: r.sub, tomb: rec.tomb})
+			s.lt.noteRecord(&rec)
 			return nil
 		})
 	})
@@ -435,6 +447,7 @@ func (s *Store) recover(in *inspection) (keep map[revision]struct{}, err error) 
 				return nil, fmt.Errorf("mvcc: replay: %w", err)
 			}
 			s.idx.add(rec.kv.Key, indexRev{main: r.rev.main, sub: r.rev.sub, tomb: rec.tomb})
+			s.lt.noteRecord(&rec)
 			s.mem = append(s.mem, memRecord{rev: r.rev, val: append([]byte(nil), r.val...)})
 			mf.bytes += int64(len(r.val) + revKeyLen)
 		}

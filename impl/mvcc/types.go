@@ -5,8 +5,7 @@ import (
 	"strconv"
 )
 
-// KeyValue is one version of a key, as etcd's mvccpb.KeyValue carries it
-// (leases are not supported).
+// KeyValue is one version of a key, as etcd's mvccpb.KeyValue carries it.
 //
 // For the key-value of a DELETE event only Key and ModRevision are set
 // (ModRevision is the revision of the deletion), exactly as etcd sends it.
@@ -16,6 +15,9 @@ type KeyValue struct {
 	CreateRevision int64
 	ModRevision    int64
 	Version        int64
+	// Lease is the ID of the lease the key is attached to, 0 for none
+	// (docs/SPEC.md, Leases; see [Store.LeaseGrant]).
+	Lease int64
 }
 
 // EventType says whether an event wrote or removed a key.
@@ -87,6 +89,10 @@ type PutRequest struct {
 	Key    string
 	Value  string
 	PrevKV bool
+	// Lease attaches the key to a lease granted earlier (0: none). A put
+	// with a lease that does not exist fails with [ErrLeaseNotFound]; a put
+	// without one detaches the key from its lease.
+	Lease int64
 }
 
 // PutResponse carries the revision of the write and, when the request asked
@@ -228,4 +234,12 @@ var (
 	// that holds something other than a watchspec store: an etcd data
 	// directory, other files, a data file that is not one of this store's.
 	ErrNotStore = errors.New("mvcc: not a watchspec data directory")
+	// ErrLeaseNotFound is returned for a put (or a transaction that puts)
+	// with a lease that does not exist, and for a revoke of one. The text
+	// is etcd's (lease.ErrLeaseNotFound as rpctypes.ErrGRPCLeaseNotFound).
+	ErrLeaseNotFound = errors.New("etcdserver: requested lease not found")
+	// ErrLeaseExist is returned for a grant of an ID that is taken.
+	ErrLeaseExist = errors.New("etcdserver: lease already exists")
+	// ErrLeaseTTLTooLarge is returned for a grant above [MaxLeaseTTL].
+	ErrLeaseTTLTooLarge = errors.New("etcdserver: too large lease TTL")
 )

@@ -25,9 +25,15 @@
 //     when a write runs out of disk space; puts are refused with
 //     ErrGRPCNoSpace until it is disarmed (etcdctl alarm disarm), which
 //     needs no restart; Status lists the alarms in its errors (alarm.go).
+//   - Lease: LeaseGrant (client- or server-chosen IDs, etcd's minimum and
+//     maximum TTL), LeaseRevoke (every attached key deleted at one
+//     revision), the LeaseKeepAlive stream, LeaseTimeToLive (with keys),
+//     LeaseLeases, and puts and transactions with leases, with etcd's
+//     answers and errors (lease.go). Leases expire on the store's clock and
+//     survive a restart with their TTL reset (impl/store, LeaseOptions).
 //   - grpc.health.v1.Health: SERVING until the server stops.
-//   - Everything else (Lease, Auth, membership changes, the other
-//     Maintenance RPCs) is codes.Unimplemented.
+//   - Everything else (Auth, membership changes, the other Maintenance
+//     RPCs, lease checkpoints) is codes.Unimplemented.
 //
 // # In operation
 //
@@ -42,8 +48,11 @@
 //
 // # Differences from etcd
 //
-//   - Leases are not supported: a put with a lease fails with
-//     ErrGRPCLeaseNotFound, as in etcd for a lease that does not exist.
+//   - LeaseLeases lists the leases by ID (etcd: by expiry).
+//   - A lease's expiry is checked every 500 ms (etcd's lessor too), and a
+//     restart resets every lease's remaining TTL to its full TTL (etcd's
+//     Promote after a leader change or restart), but the lease table is a
+//     file rewritten by each grant and revoke (docs/IMPLEMENTATION.md).
 //   - Authentication and cluster membership changes are not supported.
 //   - Alarms live in memory: a restart clears them (etcd keeps them in its
 //     backend); a disk still full raises NOSPACE again at the next put.

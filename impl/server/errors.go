@@ -34,6 +34,12 @@ func toGRPCError(err error) error {
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, mvcc.ErrNoSpace):
 		return rpctypes.ErrGRPCNoSpace
+	case errors.Is(err, mvcc.ErrLeaseNotFound):
+		return rpctypes.ErrGRPCLeaseNotFound
+	case errors.Is(err, mvcc.ErrLeaseExist):
+		return rpctypes.ErrGRPCLeaseExist
+	case errors.Is(err, mvcc.ErrLeaseTTLTooLarge):
+		return rpctypes.ErrGRPCLeaseTTLTooLarge
 	case errors.Is(err, mvcc.ErrClosed), errors.Is(err, watchhub.ErrClosed):
 		// The store is closing: the server is stopping (etcd's
 		// ErrGRPCStopped, which clients retry).

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"math"
+	"runtime"
 	"sort"
+	"sync"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -18,8 +20,44 @@ import (
 type kvServer struct {
 	pb.UnimplementedKVServer // RangeStream is not implemented
 
-	s *Server
+	s     *Server
+	reads readSlots // bounds the Ranges served at once
 }
+
+// readSlots bounds how many Range requests read the store and build their
+// responses at once (its zero value is ready to use). Under more reads than
+// the cores serve, every waiting Range would otherwise be a runnable
+// goroutine, and each step of a write — its handler, the store's
+// committer, its answer — would queue behind all of them on the
+// scheduler: the writer starved (docs/PERFORMANCE.md, "Writes under read
+// overload"). Ranges beyond the bound wait parked, in arrival order, so a
+// write's goroutines run soon. etcd's linearizable reads wait likewise,
+// parked until its read loop confirms the read index
+// (etcdserver/v3_server.go linearizableReadNotify), which is what keeps its
+// writer going. A Range still reads the store's current view when it runs,
+// inside its request's lifetime: it stays linearizable (docs/SPEC.md §2.7).
+type readSlots struct {
+	once  sync.Once
+	slots chan struct{}
+}
+
+// acquire takes a slot, or fails when ctx ends first.
+func (r *readSlots) acquire(ctx context.Context) error {
+	r.once.Do(func() { r.slots = make(chan struct{}, 2*runtime.GOMAXPROCS(0)) })
+	select {
+	case r.slots <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case r.slots <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (r *readSlots) release() { <-r.slots }
 
 // Range reads a range (docs/SPEC.md §2.3). Like etcd (v3rpc/key.go:153-167
 // checkRangeRequest) it validates only the key and the sort options;
@@ -31,6 +69,10 @@ func (k *kvServer) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResp
 		return nil, err
 	}
 	s := k.s
+	if err := k.reads.acquire(ctx); err != nil {
+		return nil, toGRPCError(err)
+	}
+	defer k.reads.release()
 	rr, err := s.st.Range(ctx, storeRange(r))
 	if err != nil {
 		return nil, toGRPCError(err)
@@ -42,8 +84,8 @@ func (k *kvServer) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResp
 
 // Put writes a key (§2.1, §2.2). The checks and their order are etcd's:
 // the request (v3rpc/key.go:182-193 checkPutRequest), its size
-// (v3_server.go:1093-1099), the alarms (alarm.go), the lease (txn/put.go:80-88 checkLease: leases
-// are not supported, so any lease is not found), then ignore_value and
+// (v3_server.go:1093-1099), the alarms (alarm.go), the lease (txn/put.go:80-88 checkLease; the
+// store checks it again as it applies the put, see lease.go), then ignore_value and
 // ignore_lease, which need the key to exist (txn/put.go:90-102
 // checkAndGetPrevKV).
 func (k *kvServer) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, error) {
@@ -59,14 +101,14 @@ func (k *kvServer) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, 
 	if err := s.refuseWrite("Put", true); err != nil {
 		return nil, err
 	}
-	if r.Lease != 0 {
+	if r.Lease != 0 && !s.leaseExists(r.Lease) {
 		return nil, rpctypes.ErrGRPCLeaseNotFound
 	}
 	if r.IgnoreValue || r.IgnoreLease {
 		return s.putIgnoring(ctx, r)
 	}
 	s.wmu.RLock()
-	resp, err := s.st.Put(ctx, mvcc.PutRequest{Key: string(r.Key), Value: string(r.Value), PrevKV: r.PrevKv})
+	resp, err := s.st.Put(ctx, mvcc.PutRequest{Key: string(r.Key), Value: string(r.Value), PrevKV: r.PrevKv, Lease: r.Lease})
 	s.wmu.RUnlock()
 	if err != nil {
 		return nil, toGRPCError(err)
@@ -88,11 +130,14 @@ func (s *Server) putIgnoring(ctx context.Context, r *pb.PutRequest) (*pb.PutResp
 	if len(cur.KVs) == 0 {
 		return nil, rpctypes.ErrGRPCKeyNotFound
 	}
-	val := string(r.Value)
+	val, lease := string(r.Value), r.Lease
 	if r.IgnoreValue {
 		val = cur.KVs[0].Value
 	}
-	resp, err := s.st.Put(ctx, mvcc.PutRequest{Key: string(r.Key), Value: val, PrevKV: r.PrevKv})
+	if r.IgnoreLease {
+		lease = cur.KVs[0].Lease // etcd's put (txn/put.go): the key keeps its lease
+	}
+	resp, err := s.st.Put(ctx, mvcc.PutRequest{Key: string(r.Key), Value: val, PrevKV: r.PrevKv, Lease: lease})
 	if err != nil {
 		return nil, toGRPCError(err)
 	}
@@ -336,8 +381,7 @@ func toPBDelete(r *pb.DeleteRangeRequest, d mvcc.DeleteResponse) *pb.DeleteRange
 	return out
 }
 
-// toPBKV converts a key-value; nil stays nil. Leases are not supported, so
-// Lease is always 0.
+// toPBKV converts a key-value; nil stays nil.
 func toPBKV(kv *mvcc.KeyValue) *mvccpb.KeyValue {
 	if kv == nil {
 		return nil
@@ -347,6 +391,7 @@ func toPBKV(kv *mvcc.KeyValue) *mvccpb.KeyValue {
 		CreateRevision: kv.CreateRevision,
 		ModRevision:    kv.ModRevision,
 		Version:        kv.Version,
+		Lease:          kv.Lease,
 	}
 	if kv.Value != "" {
 		out.Value = []byte(kv.Value)

@@ -207,7 +207,8 @@ func New(st *store.Store, opts Options) *Server {
 	s.grpc = grpc.NewServer(append(gopts, opts.GRPCOptions...)...)
 	pb.RegisterKVServer(s.grpc, &kvServer{s: s})
 	pb.RegisterWatchServer(s.grpc, &watchServer{s: s})
-	pb.RegisterLeaseServer(s.grpc, pb.UnimplementedLeaseServer{})
+	pb.RegisterLeaseServer(s.grpc, &leaseServer{s: s})
+	st.SetLeaseGate(&s.wmu) // revokes, by request or expiry, are writes like the others
 	pb.RegisterClusterServer(s.grpc, &clusterServer{s: s})
 	pb.RegisterMaintenanceServer(s.grpc, &maintenanceServer{s: s})
 	pb.RegisterAuthServer(s.grpc, pb.UnimplementedAuthServer{})

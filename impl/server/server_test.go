@@ -145,7 +145,6 @@ func TestMaintenanceAndCluster(t *testing.T) {
 		t.Errorf("member list %v, want one member with client URL %s", ml, r.Endpoint())
 	}
 	for name, call := range map[string]func() error{
-		"LeaseGrant": func() error { _, err := cli.Grant(ctx, 10); return err },
 		"MemberAdd":  func() error { _, err := cli.MemberAdd(ctx, []string{"http://127.0.0.1:1"}); return err },
 		"Defragment": func() error { _, err := cli.Defragment(ctx, r.Endpoint()); return err },
 		"AuthStatus": func() error { _, err := cli.AuthStatus(ctx); return err },

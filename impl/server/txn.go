@@ -412,8 +412,7 @@ func (e *emulator) compareToPath(r *pb.TxnRequest) ([]bool, error) {
 
 // applyCompare is etcd's (txn/txn.go:264-292): every key of the range must
 // satisfy the comparison; with no key, a value comparison fails and the
-// others compare with a zero key-value. Leases are not supported: every
-// key's lease is 0.
+// others compare with a zero key-value.
 func (e *emulator) applyCompare(c *pb.Compare) (bool, error) {
 	end := c.GetRangeEnd()
 	kvs, err := e.read(c.GetKey(), end, c.GetTarget() != pb.Compare_VALUE)
@@ -448,7 +447,7 @@ func compareKV(c *pb.Compare, kv *mvcc.KeyValue) bool {
 	case pb.Compare_VERSION:
 		result = cmp64(kv.Version, c.GetVersion())
 	case pb.Compare_LEASE:
-		result = cmp64(0, c.GetLease())
+		result = cmp64(kv.Lease, c.GetLease())
 	}
 	switch c.GetResult() {
 	case pb.Compare_EQUAL:
@@ -500,7 +499,7 @@ func (e *emulator) checkTxn(r *pb.TxnRequest, path []bool) (int, error) {
 		case *pb.RequestOp_RequestPut:
 			// txn/put.go:117-125 checkPut.
 			p := uv.RequestPut
-			if p.GetLease() != 0 {
+			if p.GetLease() != 0 && !e.s.leaseExists(p.GetLease()) {
 				return 0, rpctypes.ErrGRPCLeaseNotFound
 			}
 			if p.GetIgnoreValue() || p.GetIgnoreLease() {
@@ -537,8 +536,8 @@ func (e *emulator) flatten(r *pb.TxnRequest, path []bool, ops *[]mvcc.Op) (int, 
 			*ops = append(*ops, mvcc.Op{Range: &q})
 		case *pb.RequestOp_RequestPut:
 			p := uv.RequestPut
-			val := string(p.GetValue())
-			if p.GetIgnoreValue() {
+			val, lease := string(p.GetValue()), p.GetLease()
+			if p.GetIgnoreValue() || p.GetIgnoreLease() {
 				kvs, err := e.read(p.GetKey(), nil, false)
 				if err != nil {
 					return 0, toGRPCError(err)
@@ -546,9 +545,14 @@ func (e *emulator) flatten(r *pb.TxnRequest, path []bool, ops *[]mvcc.Op) (int, 
 				if len(kvs) == 0 {
 					return 0, rpctypes.ErrGRPCKeyNotFound
 				}
-				val = kvs[0].Value
+				if p.GetIgnoreValue() {
+					val = kvs[0].Value
+				}
+				if p.GetIgnoreLease() {
+					lease = kvs[0].Lease
+				}
 			}
-			*ops = append(*ops, mvcc.Op{Put: &mvcc.PutRequest{Key: string(p.GetKey()), Value: val, PrevKV: p.GetPrevKv()}})
+			*ops = append(*ops, mvcc.Op{Put: &mvcc.PutRequest{Key: string(p.GetKey()), Value: val, PrevKV: p.GetPrevKv(), Lease: lease}})
 		case *pb.RequestOp_RequestDeleteRange:
 			d := storeDelete(uv.RequestDeleteRange)
 			*ops = append(*ops, mvcc.Op{Delete: &d})

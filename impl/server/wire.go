@@ -74,6 +74,7 @@ const (
 	fieldKVModRevision       = 3
 	fieldKVVersion           = 4
 	fieldKVValue             = 5
+	fieldKVLease             = 6
 )
 
 // appendEventField appends e as one occurrence of WatchResponse field 11:
@@ -132,6 +133,9 @@ func kvSize(kv *mvcc.KeyValue) int {
 	if kv.Value != "" {
 		n += protowire.SizeTag(fieldKVValue) + protowire.SizeBytes(len(kv.Value))
 	}
+	if kv.Lease != 0 {
+		n += protowire.SizeTag(fieldKVLease) + protowire.SizeVarint(uint64(kv.Lease))
+	}
 	return n
 }
 
@@ -149,6 +153,10 @@ func appendKV(b []byte, kv *mvcc.KeyValue) []byte {
 	if kv.Value != "" {
 		b = protowire.AppendTag(b, fieldKVValue, protowire.BytesType)
 		b = protowire.AppendString(b, kv.Value)
+	}
+	if kv.Lease != 0 {
+		b = protowire.AppendTag(b, fieldKVLease, protowire.VarintType)
+		b = protowire.AppendVarint(b, uint64(kv.Lease))
 	}
 	return b
 }

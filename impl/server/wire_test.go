@@ -26,6 +26,7 @@ func kvGen() *rapid.Generator[mvcc.KeyValue] {
 			CreateRevision: rev.Draw(t, "create"),
 			ModRevision:    rev.Draw(t, "mod"),
 			Version:        rev.Draw(t, "version"),
+			Lease:          rapid.OneOf(rapid.Just(int64(0)), rapid.Int64()).Draw(t, "lease"),
 		}
 	})
 }

@@ -10,7 +10,9 @@
 //
 // Every method's contract is the one of the package that implements it;
 // docs/SPEC.md states the semantics (§2 for the key-value requests, §3 for
-// watches) and docs/IMPLEMENTATION.md how they are met.
+// watches) and docs/IMPLEMENTATION.md how they are met. Leases (LeaseGrant,
+// LeaseRevoke, LeaseKeepAlive, LeaseTimeToLive, Leases) are kept durably by
+// package mvcc and expire on the Store's clock (LeaseOptions).
 package store
 
 import (
@@ -77,6 +79,7 @@ var (
 type Options struct {
 	KV    mvcc.Options
 	Watch watchhub.Options
+	Lease LeaseOptions
 }
 
 // Store is a durable etcd-style key-value store with watches. All methods
@@ -84,6 +87,7 @@ type Options struct {
 type Store struct {
 	kv  *mvcc.Store
 	hub *watchhub.Hub
+	le  lessor // the leases' clock (lease.go)
 }
 
 // Open opens the store in directory dir (see [mvcc.Open]: a new or empty
@@ -104,6 +108,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	s.kv = kv
 	s.hub = watchhub.New(kv, kv.Revision(), opts.Watch)
 	close(ready)
+	s.startLessor(opts.Lease)
 	return s, nil
 }
 
@@ -159,6 +164,7 @@ func (s *Store) Hub() *watchhub.Hub { return s.hub }
 // Close closes every watch stream (queued responses stay readable), then
 // the key-value store (which checkpoints its log into its data file).
 func (s *Store) Close() error {
+	s.stopLessor()
 	s.hub.Close()
 	return s.kv.Close()
 }
@@ -166,6 +172,7 @@ func (s *Store) Close() error {
 // Kill closes every watch stream, then stops the key-value store as a crash
 // would (see [mvcc.Store.Kill]): for tests of recovery.
 func (s *Store) Kill() error {
+	s.stopLessor()
 	s.hub.Close()
 	return s.kv.Kill()
 }

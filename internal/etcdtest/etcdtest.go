@@ -1,8 +1,13 @@
-// Package etcdtest starts real etcd servers (go.etcd.io/etcd/server/v3/embed)
-// on loopback ports, for tests and for recording traces: in-process (the
-// default, cheapest) or, with [Options.Processes], each member as a child
-// process (the etcdmember helper command, built on demand) that [Cluster.Kill]
-// can SIGKILL — a real crash, which an in-process member cannot have.
+// Package etcdtest starts real etcd clusters (etcd [Version]) on loopback
+// ports, for tests and for recording traces. Each member runs as a child
+// process: the etcdmember command of the tests module (tests/cmd/etcdmember,
+// go.etcd.io/etcd/server/v3/embed), built once with the go command and kept
+// in the user's cache directory, keyed by a hash of its sources, so that
+// this module — the one third parties import — does not link or require
+// etcd's server. [Cluster.Kill] SIGKILLs a member: a real crash.
+//
+// It needs a checkout of the repository (the tests module beside this
+// package's source) and the go command on PATH.
 package etcdtest
 
 import (
@@ -11,14 +16,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
-	"net/url"
 	"os"
 	"strings"
 	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 )
 
@@ -32,14 +35,13 @@ type Cluster struct {
 	members   []*member
 	opts      Options
 	tempDir   string // removed by Close when Start made it
-	binDir    string // the etcdmember binary of a process cluster, removed by Close
+	bin       string // the etcdmember binary
 }
 
 type member struct {
 	mu  sync.Mutex
 	cfg MemberConfig
-	e   *embed.Etcd // in-process
-	p   *process    // child process
+	p   *process // the running member, nil when stopped
 }
 
 // Options shape a cluster.
@@ -51,10 +53,8 @@ type Options struct {
 	Dir string
 	// ProgressNotifyInterval, when set, is the watch progress-notify interval.
 	ProgressNotifyInterval time.Duration
-	// Processes runs each member as a child process, so that Kill can
-	// SIGKILL it. The helper is built with `go build` from this module's
-	// source (internal/etcdtest/etcdmember), which needs the go command
-	// and takes a few seconds (more on a cold build cache).
+	// Processes is kept so that older callers compile: every member runs
+	// as a child process (and can be killed) whether it is set or not.
 	Processes bool
 }
 
@@ -68,48 +68,6 @@ type MemberConfig struct {
 	// Existing restarts a member of a cluster that already exists.
 	Existing               bool
 	ProgressNotifyInterval time.Duration
-}
-
-// StartMember starts one member in this process and waits until it serves
-// clients (at most a minute).
-func StartMember(m MemberConfig) (*embed.Etcd, error) {
-	cfg := embed.NewConfig()
-	cfg.Name = m.Name
-	cfg.Dir = m.Dir
-	client, err := url.Parse(m.ClientURL)
-	if err != nil {
-		return nil, fmt.Errorf("client URL: %v", err)
-	}
-	peer, err := url.Parse(m.PeerURL)
-	if err != nil {
-		return nil, fmt.Errorf("peer URL: %v", err)
-	}
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*client}, []url.URL{*client}
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*peer}, []url.URL{*peer}
-	cfg.InitialCluster = m.InitialCluster
-	if m.Existing {
-		cfg.ClusterState = embed.ClusterStateFlagExisting
-	}
-	cfg.TickMs, cfg.ElectionMs = 10, 100
-	cfg.LogLevel = "error"
-	cfg.LogOutputs = []string{"/dev/null"}
-	if m.ProgressNotifyInterval > 0 {
-		cfg.WatchProgressNotifyInterval = m.ProgressNotifyInterval
-	}
-	e, err := embed.StartEtcd(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("starting etcd member %s: %v", m.Name, err)
-	}
-	select {
-	case <-e.Server.ReadyNotify():
-		return e, nil
-	case err := <-e.Err():
-		e.Close()
-		return nil, fmt.Errorf("etcd member %s failed: %v", m.Name, err)
-	case <-time.After(60 * time.Second):
-		e.Close()
-		return nil, fmt.Errorf("etcd member %s did not become ready within 60s", m.Name)
-	}
 }
 
 // freePorts reserves n loopback ports (released just before etcd binds them).
@@ -146,18 +104,12 @@ func Start(opts Options) (*Cluster, error) {
 		tempDir = dir
 	}
 	c := &Cluster{tempDir: tempDir, opts: opts}
-	if opts.Processes {
-		bin, err := os.MkdirTemp("", "etcdmember-")
-		if err != nil {
-			c.Close()
-			return nil, err
-		}
-		c.binDir = bin
-		if err := buildMember(bin); err != nil {
-			c.Close()
-			return nil, err
-		}
+	bin, err := memberBinary()
+	if err != nil {
+		c.Close()
+		return nil, err
 	}
+	c.bin = bin
 	ports, err := freePorts(2 * opts.Members)
 	if err != nil {
 		c.Close()
@@ -198,50 +150,38 @@ func (c *Cluster) Start(i int) error {
 	m := c.members[i]
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.e != nil || m.p != nil {
+	if m.p != nil {
 		return nil
 	}
-	if c.opts.Processes {
-		p, err := startProcess(c.binDir, m.cfg)
-		if err != nil {
-			return err
-		}
-		m.p = p
-	} else {
-		e, err := StartMember(m.cfg)
-		if err != nil {
-			return err
-		}
-		m.e = e
+	p, err := startProcess(c.bin, m.cfg)
+	if err != nil {
+		return err
 	}
+	m.p = p
 	// From now on it rejoins the cluster it bootstrapped.
 	m.cfg.Existing = true
 	return nil
 }
 
-// Stop stops member i gracefully (etcd's Close; SIGTERM for a process).
+// Stop stops member i gracefully (SIGTERM, so that etcd closes; SIGKILL
+// when it has not exited within 20 s).
 func (c *Cluster) Stop(i int) error {
 	m := c.members[i]
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	switch {
-	case m.e != nil:
-		m.e.Close()
-		m.e = nil
-	case m.p != nil:
-		err := m.p.stop()
-		m.p = nil
-		return err
+	if m.p == nil {
+		return nil
 	}
-	return nil
+	err := m.p.stop()
+	m.p = nil
+	return err
 }
 
 // Kill kills member i with SIGKILL: it stops at once, without closing its
-// files or telling its peers. Only a cluster started with Options.Processes
-// has members that can be killed.
+// files or telling its peers.
 func (c *Cluster) Kill(i int) error {
-	if !c.opts.Processes {
-		return errors.New("etcdtest: an in-process member cannot be killed; start the cluster with Options.Processes")
+	if i < 0 || i >= len(c.members) {
+		return fmt.Errorf("etcdtest: no member %d in a cluster of %d", i, len(c.members))
 	}
 	m := c.members[i]
 	m.mu.Lock()
@@ -329,8 +269,5 @@ func (c *Cluster) Close() {
 	wg.Wait()
 	if c.tempDir != "" {
 		os.RemoveAll(c.tempDir)
-	}
-	if c.binDir != "" {
-		os.RemoveAll(c.binDir)
 	}
 }

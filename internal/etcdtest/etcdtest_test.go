@@ -15,7 +15,7 @@ import (
 // cluster serves writes while it is down.
 func TestKillAndStart(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds the etcdmember helper and starts 3 processes")
+		t.Skip("starts 3 etcd processes")
 	}
 	c, err := Start(Options{Members: 3, Processes: true})
 	if err != nil {
@@ -76,10 +76,10 @@ func TestKillAndStart(t *testing.T) {
 	}
 }
 
-// An in-process member cannot be killed, and says so.
-func TestKillInProcess(t *testing.T) {
+// Kill of a member the cluster does not have says so.
+func TestKillNoSuchMember(t *testing.T) {
 	c := &Cluster{}
 	if err := c.Kill(0); err == nil {
-		t.Fatal("Kill of an in-process member succeeded")
+		t.Fatal("Kill of member 0 of an empty cluster succeeded")
 	}
 }

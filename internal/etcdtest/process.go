@@ -3,6 +3,7 @@ package etcdtest
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"os"
@@ -15,26 +16,79 @@ import (
 	"time"
 )
 
-// buildMember builds the etcdmember command into dir with the go command,
-// from the source next to this file.
-func buildMember(dir string) error {
+// memberBinary returns the path of the etcdmember command
+// (tests/cmd/etcdmember), building it when the cache holds none for its
+// current sources: once per change of the tests module, shared by every
+// test binary and run (the cache is the user's cache directory, or
+// $WATCHSPEC_ETCDMEMBER_CACHE).
+func memberBinary() (string, error) {
+	memberOnce.Do(func() { memberPath, memberErr = buildMember() })
+	return memberPath, memberErr
+}
+
+var (
+	memberOnce sync.Once
+	memberPath string
+	memberErr  error
+)
+
+func buildMember() (string, error) {
 	_, file, _, ok := runtime.Caller(0)
 	if !ok {
-		return errors.New("etcdtest: cannot locate the etcdmember source")
+		return "", errors.New("etcdtest: cannot locate this package's source, and so the tests module (tests/cmd/etcdmember) beside it")
+	}
+	root := filepath.Join(filepath.Dir(file), "..", "..")
+	testsDir := filepath.Join(root, "tests")
+	if _, err := os.Stat(filepath.Join(testsDir, "cmd", "etcdmember", "main.go")); err != nil {
+		return "", fmt.Errorf("etcdtest: etcd members run the tests module's etcdmember command, built from a checkout of the repository, and %s has none (%v)", testsDir, err)
 	}
 	goCmd, err := exec.LookPath("go")
 	if err != nil {
-		goCmd = filepath.Join(runtime.GOROOT(), "bin", "go")
+		return "", fmt.Errorf("etcdtest: etcd members run the etcdmember command, built with the go command, and none is on PATH (%v): put Go's bin directory on PATH", err)
 	}
-	cmd := exec.Command(goCmd, "build", "-o", filepath.Join(dir, "etcdmember"), "./etcdmember")
-	cmd.Dir = filepath.Dir(file)
+	h := sha256.New()
+	fmt.Fprintf(h, "%s %s/%s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	for _, f := range []string{"go.work", "go.work.sum", "tests/go.mod", "tests/go.sum", "tests/cmd/etcdmember/main.go"} {
+		b, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return "", fmt.Errorf("etcdtest: hashing the etcdmember sources: %v", err)
+		}
+		fmt.Fprintf(h, "%s %d\n", f, len(b))
+		h.Write(b)
+	}
+	cache := os.Getenv("WATCHSPEC_ETCDMEMBER_CACHE")
+	if cache == "" {
+		if cache, err = os.UserCacheDir(); err != nil {
+			cache = os.TempDir()
+		}
+		cache = filepath.Join(cache, "watchspec")
+	}
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		return "", fmt.Errorf("etcdtest: the etcdmember cache: %v", err)
+	}
+	bin := filepath.Join(cache, fmt.Sprintf("etcdmember-%x", h.Sum(nil)[:12]))
+	if _, err := os.Stat(bin); err == nil {
+		return bin, nil
+	}
+	// Built under a name of its own, then renamed: test binaries that
+	// build at the same time each install a whole binary.
+	tmp, err := os.MkdirTemp(cache, "build-")
+	if err != nil {
+		return "", fmt.Errorf("etcdtest: the etcdmember cache: %v", err)
+	}
+	defer os.RemoveAll(tmp)
+	cmd := exec.Command(goCmd, "build", "-o", filepath.Join(tmp, "etcdmember"), "./cmd/etcdmember")
+	cmd.Dir = testsDir
 	// The helper runs without the race detector whatever the test does:
 	// etcd is 6-65 times slower under it, and its races are not ours.
-	cmd.Env = append(os.Environ(), "GOFLAGS=")
+	cmd.Env = append(os.Environ(), "GOFLAGS=-buildvcs=false")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("etcdtest: building the etcdmember helper: %v\n%s", err, out)
+		return "", fmt.Errorf("etcdtest: building the etcdmember command (go build ./cmd/etcdmember in %s): %v\n%s", testsDir, err, out)
 	}
-	return nil
+	if err := os.Rename(filepath.Join(tmp, "etcdmember"), bin); err != nil {
+		return "", fmt.Errorf("etcdtest: installing the etcdmember command: %v", err)
+	}
+	return bin, nil
 }
 
 // process is a member running as a child process.
@@ -46,7 +100,7 @@ type process struct {
 	err    error // of Wait, once exited is closed
 }
 
-func startProcess(binDir string, m MemberConfig) (*process, error) {
+func startProcess(bin string, m MemberConfig) (*process, error) {
 	args := []string{"--name", m.Name, "--data-dir", m.Dir, "--client", m.ClientURL, "--peer", m.PeerURL,
 		"--initial-cluster", m.InitialCluster}
 	if m.Existing {
@@ -55,7 +109,7 @@ func startProcess(binDir string, m MemberConfig) (*process, error) {
 	if m.ProgressNotifyInterval > 0 {
 		args = append(args, "--progress-notify-interval", m.ProgressNotifyInterval.String())
 	}
-	cmd := exec.Command(filepath.Join(binDir, "etcdmember"), args...)
+	cmd := exec.Command(bin, args...)
 	setDeathSignal(cmd)
 	p := &process{cmd: cmd, name: m.Name, log: &syncBuffer{}, exited: make(chan struct{})}
 	cmd.Stderr = p.log

@@ -174,7 +174,7 @@ func (w *writer) put(p PutRequest) PutResponse {
 	if n != nil {
 		prev = n.hist.live()
 	}
-	kv := KeyValue{Key: p.Key, Value: p.Value, ModRevision: w.rev, CreateRevision: w.rev, Version: 1}
+	kv := KeyValue{Key: p.Key, Value: p.Value, ModRevision: w.rev, CreateRevision: w.rev, Version: 1, Lease: p.Lease}
 	if prev != nil {
 		kv.CreateRevision, kv.Version = prev.CreateRevision, prev.Version+1
 	}

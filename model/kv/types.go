@@ -15,6 +15,9 @@ type KeyValue struct {
 	CreateRevision int64
 	ModRevision    int64
 	Version        int64
+	// Lease is the ID of the lease the version was put with, 0 for none
+	// (docs/SPEC.md §2.9). A put without a lease writes 0, as etcd does.
+	Lease int64
 }
 
 // EventType says whether an event wrote or removed a key.
@@ -87,6 +90,11 @@ type PutRequest struct {
 	Key    string
 	Value  string
 	PrevKV bool
+	// Lease attaches the key to a lease (0: none). Step writes it into the
+	// new version's KeyValue.Lease; whether the lease exists is the lease
+	// model's question (docs/SPEC.md §2.10 LeaseAttach), which Step leaves
+	// to lease.Check.
+	Lease int64
 }
 
 // DeleteRequest removes the live keys in [Key, RangeEnd) (etcd conventions, as for Range).

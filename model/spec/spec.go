@@ -29,6 +29,11 @@ const (
 	// SerializableRead: a serializable range answers the store's state at
 	// its header revision, which was committed by its return.
 	SerializableRead Property = "SerializableRead"
+	// LeaseAttach: a put with a lease succeeds only while the lease exists.
+	LeaseAttach Property = "LeaseAttach"
+	// LeaseExpiry: no lease expires before its TTL has passed since the last
+	// grant or keep-alive the server acknowledged.
+	LeaseExpiry Property = "LeaseExpiry"
 )
 
 // The watch properties (docs/SPEC.md §3).
@@ -45,6 +50,10 @@ const (
 	StartRevision     Property = "StartRevision"
 	CompactedCancel   Property = "CompactedCancel"
 	MonotonicRevision Property = "MonotonicRevision"
+	// LeaseDeletes: a DELETE no client made is a lease's revocation or expiry.
+	LeaseDeletes Property = "LeaseDeletes"
+	// LeaseAtomic: a revocation or expiry deletes all of the lease's keys at one revision.
+	LeaseAtomic Property = "LeaseAtomic"
 )
 
 // Entry describes one property: where docs/SPEC.md states it, what it says,
@@ -96,6 +105,10 @@ var catalog = []Entry{
 		"kv.Step", "etcd API guarantees (KV: strict serializability); etcd robustness tests; etcd#20418 (stale reads)"},
 	{SerializableRead, "2.8", "A serializable read answers the store's state at its header revision, and that revision was committed by the time it returned.",
 		"kv.CheckSerializable", "etcd API guarantees (KV: serializable reads); etcd robustness tests (validateSerializableOperations)"},
+	{LeaseAttach, "2.10", "A put with a lease succeeds only while the lease exists, and the key's version then carries the lease.",
+		"lease.Check", "etcd v3.7.3 server/etcdserver/txn/put.go (ErrLeaseNotFound); server/lease/lessor.go (Attach)"},
+	{LeaseExpiry, "2.11", "No lease expires before its TTL has passed since the call of the last grant or keep-alive the server acknowledged; it may expire any time later.",
+		"lease.Check", "etcd v3.7.3 server/lease/lessor.go (Renew, refresh, Promote, revokeExpiredLeases)"},
 	{Ordered, "3.1", "Events are delivered in revision order, and the events of one revision in the order of its operations.",
 		"watch.(*Validator).ordered", "etcd API guarantees (Watch: Ordered); etcd#15271"},
 	{Unique, "3.2", "No event is delivered twice on one watch.",
@@ -120,6 +133,10 @@ var catalog = []Entry{
 		"watch.(*Validator).compactedCancel", "etcd API reference (compact_revision); etcd#17529"},
 	{MonotonicRevision, "3.12", "A response's header revision is never below an event delivered in or before it, and progress notifications never go back.",
 		"watch.(*Validator).monotonicRevision", "etcd mvcc WatchResponse.Revision; etcd robustness tests (validateBookmarkable)"},
+	{LeaseDeletes, "3.14", "A DELETE that no client made removes a version that was put with a lease: only a lease's revocation or expiry deletes on the server's behalf.",
+		"lease.Check", "etcd v3.7.3 server/lease/lessor.go (Revoke, revokeExpiredLeases)"},
+	{LeaseAtomic, "3.15", "A revocation or expiry deletes all of the lease's keys at one revision.",
+		"lease.Check", "etcd v3.7.3 server/lease/lessor.go (Revoke: one txn for all keys)"},
 	{ListResourceVersion, "4.1", "A list's resourceVersion keeps its semantic: unset is consistent, N is not older than N, Exact is exactly N, a continuation stays at its first page's revision.",
 		"k8s.CheckList", "Kubernetes API concepts (resource versions)"},
 	{ListSnapshot, "4.2", "A list's items are exactly the stored objects at the list's resourceVersion, in key order, page after page.",

@@ -816,6 +816,9 @@ func TestEveryWatchPropertyHasAMutant(t *testing.T) {
 		if !strings.HasPrefix(e.Section, "3.") {
 			continue // not a watch property: model/kv, linearizability and model/k8s test their mutants
 		}
+		if e.Model == "lease.Check" {
+			continue // §3.14, §3.15: model/lease's TestCheckMutants breaks them
+		}
 		if !slices.ContainsFunc(mutants, func(m mutant) bool { return m.property == e.Property }) {
 			t.Errorf("no mutant breaks %s (%s)", e.Property, e.Property.Section())
 		}

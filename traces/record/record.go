@@ -16,6 +16,8 @@
 // ([Client.RequestProgress]) — etcd answers a stream, and clientv3 hands
 // the answer to every watch on it —, which reads were serializable
 // ([Client.ReadSerializable]), and which watch ended by a client-side error.
+// Lease operations are recorded through [Recorder.NewLease], which wraps a
+// clientv3.Lease; a put names its lease in kv.PutRequest.Lease.
 // The header (the store's base revision and the compaction in force, see
 // traces.Header) is the caller's to write.
 //
@@ -58,6 +60,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/watchspec/watchspec/model/kv"
+	"github.com/watchspec/watchspec/model/lease"
 	"github.com/watchspec/watchspec/model/watch"
 	"github.com/watchspec/watchspec/traces"
 )
@@ -200,6 +203,7 @@ func modelError(err error) error {
 		{rpctypes.ErrGRPCEmptyKey, kv.ErrEmptyKey},
 		{rpctypes.ErrGRPCDuplicateKey, kv.ErrDuplicateKey},
 		{rpctypes.ErrGRPCKeyNotFound, kv.ErrKeyNotFound},
+		{rpctypes.ErrGRPCLeaseNotFound, lease.ErrNotFound}, // a put naming a lease that is gone (lease.go)
 	} {
 		if desc == rpctypes.ErrorDesc(e.server) {
 			return e.model
@@ -311,6 +315,9 @@ func toOp(o kv.Op, extra ...clientv3.OpOption) clientv3.Op {
 		if o.Put.PrevKV {
 			opts = append(opts, clientv3.WithPrevKV())
 		}
+		if o.Put.Lease != 0 {
+			opts = append(opts, clientv3.WithLease(clientv3.LeaseID(o.Put.Lease)))
+		}
 		return clientv3.OpPut(o.Put.Key, o.Put.Value, opts...)
 	default:
 		d := o.Delete
@@ -340,7 +347,7 @@ func toCmp(c kv.Compare) clientv3.Cmp {
 }
 
 func fromKV(k *mvccpb.KeyValue) kv.KeyValue {
-	return kv.KeyValue{Key: string(k.Key), Value: string(k.Value), CreateRevision: k.CreateRevision, ModRevision: k.ModRevision, Version: k.Version}
+	return kv.KeyValue{Key: string(k.Key), Value: string(k.Value), CreateRevision: k.CreateRevision, ModRevision: k.ModRevision, Version: k.Version, Lease: k.Lease}
 }
 
 func fromKVs(ks []*mvccpb.KeyValue) []kv.KeyValue {

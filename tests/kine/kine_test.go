@@ -1,4 +1,4 @@
-package conform
+package kine
 
 import (
 	"bytes"
@@ -6,9 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/watchspec/watchspec/internal/kinetest"
+	"github.com/watchspec/watchspec/conform"
 	"github.com/watchspec/watchspec/linearizability"
 	"github.com/watchspec/watchspec/model/spec"
+	"github.com/watchspec/watchspec/tests/kinetest"
 	"github.com/watchspec/watchspec/traces"
 )
 
@@ -40,10 +41,10 @@ func TestKine(t *testing.T) {
 					t.Error(err)
 				}
 			}()
-			cfg := Config{Endpoints: srv.Endpoints, Duration: 2 * time.Second, Seed: tc.seed, Clients: 3, Watchers: 3,
-				Workload: WorkloadKubernetes, Profile: tc.profile, System: "kine", SystemVersion: kinetest.Version, Progress: t.Logf}
+			cfg := conform.Config{Endpoints: srv.Endpoints, Duration: 2 * time.Second, Seed: tc.seed, Clients: 3, Watchers: 3,
+				Workload: conform.WorkloadKubernetes, Profile: tc.profile, System: "kine", SystemVersion: kinetest.Version, Progress: t.Logf}
 			var buf bytes.Buffer
-			stats, err := Record(context.Background(), cfg, &buf)
+			stats, err := conform.Record(context.Background(), cfg, &buf)
 			if err != nil {
 				t.Fatal(err)
 			}

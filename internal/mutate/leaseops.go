@@ -1,0 +1,248 @@
+package mutate
+
+import (
+	"math/rand"
+	"slices"
+
+	"github.com/watchspec/watchspec/model/kv"
+	"github.com/watchspec/watchspec/model/lease"
+	"github.com/watchspec/watchspec/model/spec"
+	"github.com/watchspec/watchspec/traces"
+)
+
+// The semantic operators on leases (docs/SPEC.md §2.10, §2.11, §3.14).
+// They apply to linearizable subjects without a profile that use leases
+// and break no lease property. §3.15 LeaseAtomic has no operator: moving
+// one key's deletion to another revision renumbers the rest of a trace;
+// the corpus trace lease-split-revision.ndjson and model/lease's
+// TestCheckMutants break it.
+
+func leaseSubject(s *Subject) bool {
+	if !kvSubject(s) || len(s.Trace.LeaseOps) == 0 {
+		return false
+	}
+	for _, p := range []spec.Property{spec.LeaseAttach, spec.LeaseExpiry, spec.LeaseDeletes, spec.LeaseAtomic} {
+		if s.base[p] > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// deletion is a DELETE a watch delivered that no client's kv operation
+// made: the server's, at Rev, first seen at Time.
+type deletion struct {
+	Key       string
+	Rev, Time int64
+	Lease     int64 // of the deleted version (its prev_kv), 0 when not shown
+	Prev      int64 // the deleted version's ModRevision, 0 when not shown
+}
+
+func serverDeletions(t *traces.Trace) []deletion {
+	client := map[int64]bool{}
+	for _, o := range t.Ops {
+		if writeCreates(o.Response) {
+			client[o.Response.Revision] = true
+		}
+	}
+	var out []deletion
+	for _, w := range t.Watches {
+		for _, wr := range w.Responses {
+			for _, e := range wr.Response.Events {
+				if e.Type != kv.Delete || client[e.Revision()] {
+					continue
+				}
+				d := deletion{Key: e.KV.Key, Rev: e.Revision(), Time: wr.Time}
+				if e.PrevKV != nil {
+					d.Lease, d.Prev = e.PrevKV.Lease, e.PrevKV.ModRevision
+				}
+				out = append(out, d)
+			}
+		}
+	}
+	return out
+}
+
+// setVersionLease makes the version of key written at rev carry lease
+// everywhere the trace shows it: the put that wrote it, reads, events.
+func (m *Mutant) setVersionLease(key string, rev, l int64) {
+	t := m.tr()
+	fix := func(k *kv.KeyValue) {
+		if k != nil && k.Key == key && k.ModRevision == rev {
+			k.Lease = l
+		}
+	}
+	fixKVs := func(ks []kv.KeyValue) []kv.KeyValue {
+		ks = slices.Clone(ks)
+		for i := range ks {
+			fix(&ks[i])
+		}
+		return ks
+	}
+	fixPtr := func(k *kv.KeyValue) *kv.KeyValue {
+		if k == nil {
+			return nil
+		}
+		c := *k
+		fix(&c)
+		return &c
+	}
+	for i, o := range t.Ops {
+		if o.Response == nil || o.Response.Err != nil {
+			continue
+		}
+		r := m.mutableResponse(i)
+		req := o.Request
+		if p := req.Put; p != nil && p.Key == key && r.Revision == rev {
+			c := *p
+			c.Lease = l
+			req.Put = &c
+		}
+		if x := req.Txn; x != nil && r.Txn != nil && r.Revision == rev {
+			c := *x
+			ops := slices.Clone(x.Success)
+			if !r.Txn.Succeeded {
+				ops = slices.Clone(x.Failure)
+			}
+			for j := range ops {
+				if p := ops[j].Put; p != nil && p.Key == key {
+					pc := *p
+					pc.Lease = l
+					ops[j].Put = &pc
+				}
+			}
+			if r.Txn.Succeeded {
+				c.Success = ops
+			} else {
+				c.Failure = ops
+			}
+			req.Txn = &c
+		}
+		t.Ops[i].Request = req
+		if r.Range != nil {
+			rc := *r.Range
+			rc.KVs = fixKVs(rc.KVs)
+			r.Range = &rc
+		}
+		if r.Txn != nil {
+			tc := *r.Txn
+			tc.Responses = slices.Clone(tc.Responses)
+			for j := range tc.Responses {
+				if rr := tc.Responses[j].Range; rr != nil {
+					rc := *rr
+					rc.KVs = fixKVs(rc.KVs)
+					tc.Responses[j].Range = &rc
+				}
+			}
+			r.Txn = &tc
+		}
+	}
+	for i, w := range t.Watches {
+		for j := range w.Responses {
+			evs := m.events(i, j)
+			for k := range evs {
+				fix(&evs[k].KV)
+				evs[k].PrevKV = fixPtr(evs[k].PrevKV)
+			}
+		}
+	}
+}
+
+var leaseOperators = []*Operator{
+	{
+		Name: "lease-early-expiry", Kind: Semantic,
+		Doc: "adds a keep-alive of a lease, acknowledged with the lease's TTL, called just before a watch first saw the lease's keys " +
+			"deleted by expiry: the server renewed the lease and expired it at once (§2.11 LeaseExpiry; also a server that forgets " +
+			"its leases across a restart)",
+		Properties: []spec.Property{spec.LeaseExpiry},
+		apply: func(m *Mutant, r *rand.Rand) bool {
+			s := m.Subject
+			if !leaseSubject(s) {
+				return false
+			}
+			ds := serverDeletions(s.Trace)
+			if len(ds) == 0 {
+				return false
+			}
+			d := ds[r.Intn(len(ds))]
+			if d.Lease == 0 {
+				return false
+			}
+			first := d.Time
+			for _, o := range ds {
+				if o.Lease == d.Lease && o.Time < first {
+					first = o.Time
+				}
+			}
+			var ttl int64
+			for _, o := range s.Trace.LeaseOps {
+				if q := o.Request.Revoke; q != nil && q.ID == d.Lease && o.Call <= first {
+					return false // a revocation, not an expiry
+				}
+				if o.Request.Grant != nil && o.Response != nil && o.Response.Err == nil && o.Response.ID == d.Lease {
+					ttl = o.Response.TTL
+				}
+			}
+			if ttl <= 0 || first < 1 {
+				return false
+			}
+			t := m.tr()
+			t.LeaseOps = append(slices.Clone(t.LeaseOps), traces.LeaseOp{Client: 1 << 20, Call: first - 1, Return: first - 1,
+				Request: lease.Request{KeepAlive: &lease.KeepAliveRequest{ID: d.Lease}}, Response: &lease.Response{ID: d.Lease, TTL: ttl}})
+			m.whatf("a keep-alive of lease %d acknowledged (TTL %d s) 1 ns before its deletion at revision %d was seen", d.Lease, ttl, d.Rev)
+			m.Expect = one(spec.LeaseExpiry)
+			return true
+		},
+	},
+	{
+		Name: "lease-unleased-delete", Kind: Semantic,
+		Doc: "takes the lease off a version that the server deleted with its lease's keys (its put, reads, events): the server " +
+			"deleted a key no lease holds (§3.14 LeaseDeletes)",
+		Properties: []spec.Property{spec.LeaseDeletes},
+		apply: func(m *Mutant, r *rand.Rand) bool {
+			s := m.Subject
+			if !leaseSubject(s) {
+				return false
+			}
+			ds := serverDeletions(s.Trace)
+			if len(ds) == 0 {
+				return false
+			}
+			d := ds[r.Intn(len(ds))]
+			if d.Lease == 0 || d.Prev == 0 {
+				return false
+			}
+			m.setVersionLease(d.Key, d.Prev, 0)
+			m.whatf("the version of %q written at revision %d carries no lease; the server deleted it at %d", d.Key, d.Prev, d.Rev)
+			m.Expect = one(spec.LeaseDeletes)
+			return true
+		},
+	},
+	{
+		Name: "lease-unknown-lease-put", Kind: Semantic,
+		Doc: "makes a successful put name a lease that was never granted (its put, reads, events): the server answered OK where " +
+			"etcd answers \"requested lease not found\" (§2.10 LeaseAttach)",
+		Properties: []spec.Property{spec.LeaseAttach},
+		apply: func(m *Mutant, r *rand.Rand) bool {
+			s := m.Subject
+			if !leaseSubject(s) {
+				return false
+			}
+			i := r.Intn(len(s.Trace.Ops))
+			o := s.Trace.Ops[i]
+			if o.Request.Put == nil || o.Response == nil || o.Response.Err != nil {
+				return false
+			}
+			unknown := int64(1)<<62 + r.Int63n(1<<20)
+			for _, l := range s.Trace.LeaseOps {
+				if l.Response != nil && l.Response.ID == unknown {
+					return false
+				}
+			}
+			m.setVersionLease(o.Request.Put.Key, o.Response.Revision, unknown)
+			m.whatf("the put of %q at line %d names lease %d, never granted, and succeeds", o.Request.Put.Key, o.Line, unknown)
+			m.Expect = one(spec.LeaseAttach)
+			return true
+		},
+	},
+}

@@ -1,0 +1,136 @@
+package record_test
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/watchspec/watchspec/internal/etcdtest"
+	"github.com/watchspec/watchspec/linearizability"
+	"github.com/watchspec/watchspec/model/kv"
+	"github.com/watchspec/watchspec/model/lease"
+	"github.com/watchspec/watchspec/model/spec"
+	"github.com/watchspec/watchspec/model/watch"
+	"github.com/watchspec/watchspec/traces"
+	"github.com/watchspec/watchspec/traces/record"
+)
+
+// SPEC §2.9–§2.11, §3.14, §3.15 against real etcd 3.7.3: leases granted,
+// kept alive, listed, revoked and expired through rec.NewLease, puts with a
+// lease and one with a revoked lease, and a watch that sees the server's
+// deletions; the recorded trace reads back and passes the checker.
+func TestRecordLeasesAgainstEtcd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an embedded etcd and waits for a lease to expire")
+	}
+	cluster, err := etcdtest.Start(etcdtest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: cluster.Endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	var buf bytes.Buffer
+	never := int64(-1)
+	w, err := traces.NewWriter(&buf, traces.Header{System: "etcd", SystemVersion: etcdtest.Version,
+		Tool: "traces/record TestRecordLeasesAgainstEtcd", UniqueValues: true, BaseRevision: 1, BaseCompactRevision: &never})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := record.New(w)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	leases := rec.NewLease(cli.Lease)
+	c := rec.Client(cli)
+	wc := rec.Client(cli)
+	rw := wc.Watch(ctx, cli.Watcher, watch.Request{Key: "/l/", RangeEnd: kv.PrefixEnd("/l/"), PrevKV: true})
+	deletes := make(chan kv.Event, 10)
+	go func() {
+		for r := range rw.C {
+			for _, e := range r.Events {
+				if e.Type == kv.Delete {
+					deletes <- e
+				}
+			}
+		}
+	}()
+	put := func(key, value string, id clientv3.LeaseID) kv.Response {
+		t.Helper()
+		resp, err := c.Do(ctx, kv.Request{Put: &kv.PutRequest{Key: key, Value: value, Lease: int64(id)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+
+	long, err := leases.Grant(ctx, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put("/l/a", "1", long.ID)
+	put("/l/b", "2", long.ID)
+	if _, err := leases.KeepAliveOnce(ctx, long.ID); err != nil {
+		t.Fatal(err)
+	}
+	ttl, err := leases.TimeToLive(ctx, long.ID, clientv3.WithAttachedKeys())
+	if err != nil || len(ttl.Keys) != 2 {
+		t.Fatalf("TimeToLive = %+v, %v; want the 2 keys", ttl, err)
+	}
+	if _, err := leases.Leases(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := leases.Revoke(ctx, long.ID); err != nil {
+		t.Fatal(err)
+	}
+	if r := put("/l/c", "3", long.ID); !kv.SameError(r.Err, lease.ErrNotFound) {
+		t.Fatalf("put with a revoked lease = %+v, want %v", r, lease.ErrNotFound)
+	}
+	if _, err := leases.KeepAliveOnce(ctx, long.ID); err == nil {
+		t.Fatal("keep-alive of a revoked lease succeeded")
+	}
+	short, err := leases.Grant(ctx, 1) // raised to etcd's minimum
+	if err != nil {
+		t.Fatal(err)
+	}
+	put("/l/d", "4", short.ID)
+	for n := 0; n < 3; n++ { // a and b (revoked), d (expired)
+		select {
+		case <-deletes:
+		case <-ctx.Done():
+			t.Fatalf("only %d of the 3 deletions arrived", n)
+		}
+	}
+	if r, err := leases.TimeToLive(ctx, short.ID); err != nil || r.TTL != -1 {
+		t.Fatalf("TimeToLive of an expired lease = %+v, %v; want TTL -1", r, err)
+	}
+	cancel()
+	for range rw.C {
+	}
+	if err := rec.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := traces.Read(bytes.NewReader(buf.Bytes()), "leases")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tr.LeaseOps) != 8 {
+		t.Fatalf("%d lease records, want 8:\n%s", len(tr.LeaseOps), buf.String())
+	}
+	res, err := linearizability.Check(tr, linearizability.Options{SingleServer: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Verdict != linearizability.Linearizable || len(res.Violations) > 0 {
+		t.Fatalf("verdict %s, violations %v\n%s", res.Verdict, res.Violations, buf.String())
+	}
+	if n := res.Checks[spec.LeaseDeletes]; n != 3 {
+		t.Errorf("%d server deletions judged, want 3 (a and b revoked, d expired)", n)
+	}
+}
