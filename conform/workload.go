@@ -31,6 +31,12 @@
 // compaction in force when it starts, and its keys live under a prefix of
 // their own. Nobody else may write while the run lasts: revisions are
 // store-wide.
+//
+// To start, [Record] a run into a trace and check it with
+// linearizability.Check, or let `watchspec conform` do both. From go test,
+// conform/conformtest.TestStore runs, checks and reports in one call, and
+// conform/brokenstore puts a deliberately broken server in front of a
+// store, to show that such a test fails.
 package conform
 
 import (

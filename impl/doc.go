@@ -12,7 +12,12 @@
 //     with the leases' clock (expiry, keep-alives) — the API an etcd v3
 //     server or an informer sits on;
 //   - [github.com/watchspec/watchspec/impl/server]: the etcd v3 gRPC server
-//     (KV, Watch, Lease, Maintenance) that clientv3 and etcdctl use;
-//   - [github.com/watchspec/watchspec/impl/informer]: client-go's informer
-//     machinery, for checking the Kubernetes side.
+//     (KV, Watch, Lease, Maintenance) that clientv3 and etcdctl use
+//     (`watchspec serve`);
+//   - [github.com/watchspec/watchspec/impl/informer]: the Kubernetes side —
+//     list/watch served from the store, and a Reflector → DeltaFIFO →
+//     Indexer → SharedInformer client (§4, §5).
+//
+// To start, run the server (`go run ./cmd/watchspec serve`) or embed it with
+// server.Start, and point any etcd client at it.
 package impl

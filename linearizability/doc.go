@@ -10,11 +10,19 @@
 // linearizable, separately (porcupine's own shape: CheckOperations
 // decides, Visualize draws).
 //
+//	trace, err := traces.ReadFile("run.ndjson.gz")
+//	if err != nil { ... }
 //	res, err := linearizability.Check(trace, linearizability.Options{})
 //	if err != nil { ... } // the trace cannot be checked at all
-//	for _, v := range res.Violations {
-//		fmt.Println(v.Property, v.Where, v.Message)
+//	if err := res.Err(); err != nil {
+//		fmt.Println(err) // every violation, with its property and SPEC section
 //	}
+//
+// [Result.Err] is nil when every property holds and otherwise a
+// *[ViolationsError] (errors.As) with every violation; report.WriteHTML
+// draws the result as a page, by its own call. To check a store or an
+// informer from go test, conform/conformtest and conform/informertest do
+// all of this in one call.
 //
 // # How a history is linearized
 //

@@ -1,10 +1,12 @@
 package linearizability_test
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/watchspec/watchspec/linearizability"
 	"github.com/watchspec/watchspec/model/kv"
+	"github.com/watchspec/watchspec/model/spec"
 	"github.com/watchspec/watchspec/model/watch"
 	"github.com/watchspec/watchspec/traces"
 )
@@ -76,4 +78,33 @@ func ExampleProgressBinding() {
 	// BindAfterRegistration false true
 	// BindNone
 	// BindAll
+}
+
+// A result is a value: Err is nil when every property holds, and otherwise
+// holds every violation, each naming its property and SPEC section.
+func ExampleResult_Err() {
+	put := kv.Request{Put: &kv.PutRequest{Key: "a", Value: "1"}}
+	tr := &traces.Trace{Name: "example", Header: traces.Header{Version: traces.Version, System: "example", UniqueValues: true},
+		Ops: []traces.Op{{Client: 1, Call: 10, Return: 20, Request: put, Response: &kv.Response{Revision: 2, Put: &kv.PutResponse{}}}},
+		Watches: []*traces.Watch{{Client: 2, ID: 1, Time: 1, Request: watch.Request{Key: "a", StartRevision: 1},
+			Responses: []traces.WatchResponse{
+				{Time: 2, Response: watch.Response{Revision: 1, Created: true}},
+				{Time: 30, Response: watch.Response{Revision: 2}}, // claims revision 2 without its event
+			}}},
+	}
+	res, err := linearizability.Check(tr, linearizability.Options{})
+	if err != nil {
+		panic(err) // the trace cannot be checked at all
+	}
+	var verr *linearizability.ViolationsError
+	if errors.As(res.Err(), &verr) {
+		fmt.Println(verr.Properties())
+	}
+	var v spec.Violation
+	if errors.As(res.Err(), &v) {
+		fmt.Println(v.Property, v.Property.Section(), v.Keys)
+	}
+	// Output:
+	// [Bookmarkable]
+	// Bookmarkable §3.6 [a]
 }

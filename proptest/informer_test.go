@@ -1,26 +1,16 @@
 package proptest
 
 import (
-	"context"
-	"errors"
 	"flag"
-	"strconv"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/go-logr/logr"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"pgregory.net/rapid"
 
-	"github.com/watchspec/watchspec/impl/informer"
+	cinformertest "github.com/watchspec/watchspec/conform/informertest"
 	"github.com/watchspec/watchspec/impl/watchhub"
 	"github.com/watchspec/watchspec/internal/informertest"
 	"github.com/watchspec/watchspec/model/k8s"
@@ -46,7 +36,7 @@ func TestClientGoInformerContract(t *testing.T) {
 	klog.SetLogger(logr.Discard()) // client-go logs every watch it restarts
 	cov := &informertest.Coverage{}
 	rapid.Check(t, func(t *rapid.T) {
-		informertest.Check(t, clientGo{}, informertest.Options{Coverage: cov})
+		informertest.Check(t, cinformertest.ClientGo{}, informertest.Options{Coverage: cov})
 	})
 	t.Logf("coverage:\n%s", cov)
 	if missing := cov.Missing(informertest.CovRelist, informertest.CovExpired, informertest.CovTombstone, informertest.CovLateHandler,
@@ -54,202 +44,6 @@ func TestClientGoInformerContract(t *testing.T) {
 		informertest.CovStalledHandler, informertest.CovResync, informertest.CovResyncLateHandler); len(missing) > 0 && !t.Failed() {
 		t.Errorf("the scenarios never reached: %v", missing)
 	}
-}
-
-// clientGo is client-go's SharedIndexInformer as an informertest.Subject.
-type clientGo struct{}
-
-func (clientGo) New(lw informer.ListerWatcher, cfg informertest.Config) informertest.Informer {
-	clw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			l, err := lw.List(ctx, informer.ListOptions{ResourceVersion: o.ResourceVersion, ResourceVersionMatch: string(o.ResourceVersionMatch),
-				Limit: o.Limit, Continue: o.Continue})
-			if err != nil {
-				return nil, apiError(err)
-			}
-			out := &unstructured.UnstructuredList{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMapList",
-				"metadata": map[string]any{"resourceVersion": strconv.FormatInt(l.ResourceVersion, 10), "continue": l.Continue}}}
-			for _, o := range l.Items {
-				out.Items = append(out.Items, *toUnstructured(o))
-			}
-			return out, nil
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			wo := informer.WatchOptions{ResourceVersion: o.ResourceVersion, ResourceVersionMatch: string(o.ResourceVersionMatch),
-				SendInitialEvents: o.SendInitialEvents, AllowWatchBookmarks: o.AllowWatchBookmarks}
-			if o.TimeoutSeconds != nil {
-				wo.TimeoutSeconds = *o.TimeoutSeconds
-			}
-			w, err := lw.Watch(ctx, wo)
-			if err != nil {
-				return nil, apiError(err)
-			}
-			cw := &clientGoWatch{in: w, ch: make(chan watch.Event), stop: make(chan struct{})}
-			go cw.forward()
-			return cw, nil
-		},
-	}
-	var src cache.ListerWatcher = clw
-	if !cfg.WatchList {
-		src = noWatchList{clw}
-	}
-	inf := cache.NewSharedIndexInformerWithOptions(src, &unstructured.Unstructured{}, cache.SharedIndexInformerOptions{
-		ResyncPeriod: cfg.ResyncPeriod,
-		Indexers:     cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
-	})
-	return &clientGoInformer{inf: inf, onResync: cfg.OnResync}
-}
-
-// noWatchList declares that the source cannot serve a WatchList, so that
-// the Reflector lists and watches (client-go's
-// watchlist.DoesClientNotSupportWatchListSemantics).
-type noWatchList struct{ *cache.ListWatch }
-
-func (noWatchList) IsWatchListSemanticsUnSupported() bool { return true }
-
-// apiError turns the store ListWatch's status into client-go's.
-func apiError(err error) error {
-	var s *informer.StatusError
-	if !errors.As(err, &s) {
-		return err
-	}
-	switch {
-	case informer.IsExpired(err):
-		return apierrors.NewResourceExpired(s.Message)
-	case informer.IsTooLargeResourceVersion(err):
-		return &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: int32(s.Code), Reason: metav1.StatusReasonTimeout,
-			Message: s.Message, Details: &metav1.StatusDetails{Causes: []metav1.StatusCause{{Type: metav1.CauseTypeResourceVersionTooLarge, Message: "Too large resource version"}}}}}
-	case informer.IsBadRequest(err):
-		return apierrors.NewBadRequest(s.Message)
-	}
-	return &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: int32(s.Code), Reason: metav1.StatusReason(s.Reason), Message: s.Message}}
-}
-
-func toUnstructured(o informer.Object) *unstructured.Unstructured {
-	return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
-		"metadata": map[string]any{"name": o.Name, "namespace": o.Namespace,
-			"resourceVersion": strconv.FormatInt(o.ResourceVersion, 10), "uid": strconv.FormatInt(o.UID, 10)},
-		"data": map[string]any{"value": o.Value}}}
-}
-
-// fromUnstructured is the model's view of an object a handler got.
-func fromUnstructured(obj any) *k8s.Object {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return nil
-	}
-	value, _, _ := unstructured.NestedString(u.Object, "data", "value")
-	rv, _ := strconv.ParseInt(u.GetResourceVersion(), 10, 64)
-	uid, _ := strconv.ParseInt(string(u.GetUID()), 10, 64)
-	return &k8s.Object{Key: informertest.GVR.Key(u.GetNamespace(), u.GetName()), Value: value, ResourceVersion: rv, UID: uid}
-}
-
-// clientGoWatch serves the store ListWatch's watch as a watch.Interface.
-type clientGoWatch struct {
-	in   informer.Watcher
-	ch   chan watch.Event
-	stop chan struct{}
-	once sync.Once
-}
-
-func (w *clientGoWatch) ResultChan() <-chan watch.Event { return w.ch }
-
-func (w *clientGoWatch) Stop() {
-	w.once.Do(func() {
-		close(w.stop)
-		w.in.Stop()
-	})
-}
-
-func (w *clientGoWatch) forward() {
-	defer close(w.ch)
-	for ev := range w.in.ResultChan() {
-		var e watch.Event
-		switch ev.Type {
-		case informer.Error:
-			st := &metav1.Status{Status: metav1.StatusFailure, Code: int32(informer.CodeGone), Reason: metav1.StatusReasonExpired}
-			if ev.Err != nil {
-				st.Code, st.Reason, st.Message = int32(ev.Err.Code), metav1.StatusReason(ev.Err.Reason), ev.Err.Message
-			}
-			e = watch.Event{Type: watch.Error, Object: st}
-		case informer.Bookmark:
-			u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
-				"metadata": map[string]any{"resourceVersion": strconv.FormatInt(ev.Object.ResourceVersion, 10)}}}
-			if ev.InitialEventsEnd {
-				u.SetAnnotations(map[string]string{metav1.InitialEventsAnnotationKey: "true"})
-			}
-			e = watch.Event{Type: watch.Bookmark, Object: u}
-		default:
-			e = watch.Event{Type: watch.EventType(ev.Type), Object: toUnstructured(ev.Object)}
-		}
-		select {
-		case w.ch <- e:
-		case <-w.stop:
-			return
-		}
-	}
-}
-
-type clientGoInformer struct {
-	inf      cache.SharedIndexInformer
-	onResync func()
-}
-
-func (c *clientGoInformer) AddHandler(sink *informertest.Sink) (informertest.Registration, error) {
-	h := cache.ResourceEventHandlerDetailedFuncs{
-		AddFunc: func(obj any, initial bool) {
-			sink.Handle(k8s.Notification{Type: k8s.OnAdd, New: fromUnstructured(obj), InInitialList: initial})
-		},
-		UpdateFunc: func(old, new any) {
-			sink.Handle(k8s.Notification{Type: k8s.OnUpdate, Old: fromUnstructured(old), New: fromUnstructured(new)})
-		},
-		DeleteFunc: func(obj any) {
-			n := k8s.Notification{Type: k8s.OnDelete, Old: fromUnstructured(obj)}
-			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				n.Old, n.Tombstone = fromUnstructured(d.Obj), true
-			}
-			sink.Handle(n)
-		},
-	}
-	if sink.Resync != nil {
-		return c.inf.AddEventHandlerWithResyncPeriod(h, *sink.Resync)
-	}
-	return c.inf.AddEventHandler(h)
-}
-
-// Run runs the informer with a contextual logger that marks each periodic
-// resync: client-go's Reflector logs "Forcing resync" (V(4), reflector.go
-// startResync) just before it queues the resync's deltas, and says it
-// nowhere else; SPEC §5.7 needs the mark.
-func (c *clientGoInformer) Run(ctx context.Context) {
-	c.inf.RunWithContext(klog.NewContext(ctx, logr.New(resyncMarks{c.onResync})))
-}
-
-// resyncMarks is a logr.LogSink that calls mark on client-go's "Forcing
-// resync" and discards everything else.
-type resyncMarks struct{ mark func() }
-
-func (resyncMarks) Init(logr.RuntimeInfo)  {}
-func (resyncMarks) Enabled(level int) bool { return level <= 4 }
-func (r resyncMarks) Info(_ int, msg string, _ ...any) {
-	if msg == "Forcing resync" && r.mark != nil {
-		r.mark()
-	}
-}
-func (resyncMarks) Error(error, string, ...any)             {}
-func (r resyncMarks) WithValues(...any) logr.LogSink        { return r }
-func (r resyncMarks) WithName(string) logr.LogSink          { return r }
-func (c *clientGoInformer) HasSynced() bool                 { return c.inf.HasSynced() }
-func (c *clientGoInformer) LastSyncResourceVersion() string { return c.inf.LastSyncResourceVersion() }
-
-func (c *clientGoInformer) Cache() []k8s.Object {
-	var out []k8s.Object
-	for _, o := range c.inf.GetStore().List() {
-		if x := fromUnstructured(o); x != nil {
-			out = append(out, *x)
-		}
-	}
-	return out
 }
 
 var recordCorpus = flag.Bool("record-corpus", false, "write the recorded client-go informer trace to traces/corpus (review the diff)")
@@ -261,7 +55,7 @@ var recordCorpus = flag.Bool("record-corpus", false, "write the recorded client-
 func TestClientGoCorpusRun(t *testing.T) {
 	klog.SetLogger(logr.Discard())
 	synctest.Test(t, func(t *testing.T) {
-		h := informertest.NewHarness(t, clientGo{}, informertest.Config{WatchList: true}, watchhub.Options{ProgressInterval: -1})
+		h := informertest.NewHarness(t, cinformertest.ClientGo{}, informertest.Config{WatchList: true}, watchhub.Options{ProgressInterval: -1})
 		defer h.Close()
 		informertest.CorpusScenario(h)
 		tr, vs := informertest.CorpusTrace(h, "client-go SharedIndexInformer", "v0.37.2")
@@ -285,7 +79,7 @@ func TestClientGoCorpusRun(t *testing.T) {
 func TestClientGoBufferedSameRV(t *testing.T) {
 	klog.SetLogger(logr.Discard())
 	synctest.Test(t, func(t *testing.T) {
-		h := informertest.NewHarness(t, clientGo{}, informertest.Config{WatchList: true}, watchhub.Options{ProgressInterval: -1})
+		h := informertest.NewHarness(t, cinformertest.ClientGo{}, informertest.Config{WatchList: true}, watchhub.Options{ProgressInterval: -1})
 		defer h.Close()
 		h.Put("a", "x")
 		h.Put("a", "y")
@@ -347,7 +141,7 @@ const resyncCorpusFile = "../traces/corpus/informer-client-go-0.37.2-resync.ndjs
 func TestClientGoResyncHandlers(t *testing.T) {
 	klog.SetLogger(logr.Discard())
 	synctest.Test(t, func(t *testing.T) {
-		h := informertest.NewHarness(t, clientGo{}, informertest.Config{WatchList: true, ResyncPeriod: 10 * time.Second}, watchhub.Options{ProgressInterval: -1})
+		h := informertest.NewHarness(t, cinformertest.ClientGo{}, informertest.Config{WatchList: true, ResyncPeriod: 10 * time.Second}, watchhub.Options{ProgressInterval: -1})
 		defer h.Close()
 		period := func(d time.Duration) *time.Duration { return &d }
 		h.Put("a", "x")

@@ -20,6 +20,30 @@
 // clientv3.Lease; a put names its lease in kv.PutRequest.Lease.
 // The header (the store's base revision and the compaction in force, see
 // traces.Header) is the caller's to write.
+//
+// To start: write the header with traces.NewWriter, make a [Recorder] with
+// [New], take a [Client] per clientv3 client with [Recorder.Client], and
+// send every request through [Client.Do] and every watch through
+// [Client.Watch]; then [Recorder.Flush]. Package conform is a complete
+// user of it. Code that already has a client is recorded unchanged by
+// wrapping its KV and Watcher, as clientv3/namespace does:
+// cli.KV = rec.NewKV(cli.KV) and cli.Watcher = rec.NewWatcher(cli.Watcher)
+// ([Recorder.NewKV], [Recorder.NewWatcher]).
+//
+// # What the checker relies on
+//
+// A trace is judged against the store's whole history, so a recording must
+// give the checker (package linearizability) what it assumes:
+//
+//   - every writer is recorded: revisions are store-wide, and a write by a
+//     client outside the recording shows up as a revision nobody made,
+//     which no linearization explains;
+//   - the base revision is captured: the header's BaseRevision (and
+//     BaseCompactRevision) is the store as it was before the first recorded
+//     request — read it with a Get before recording starts, as conform does;
+//   - values are unique when outcomes may be unknown: a write whose client
+//     never learnt the outcome (a timeout) is found in the history by its
+//     value (Header.UniqueValues), so no two writes may put the same value.
 package record
 
 import (
@@ -106,7 +130,7 @@ func (r *Recorder) Annotate(tag, text string, start int64) error {
 // anything.
 type Client struct {
 	rec *Recorder
-	c   *clientv3.Client
+	c   clientv3.KV
 	id  int
 	// first is the id the client started with: the id its watch streams
 	// are recorded under.
@@ -141,7 +165,13 @@ func (c *Client) ReadSerializable(ctx context.Context, req kv.RangeRequest) (kv.
 func (c *Client) record(ctx context.Context, req kv.Request, serializable bool) (kv.Response, error) {
 	call := c.rec.Now()
 	resp, err := c.do(ctx, req, serializable)
-	ret := c.rec.Now()
+	return c.log(req, serializable, call, c.rec.Now(), resp, err)
+}
+
+// log records req, sent at call and answered at ret with resp or err, and
+// returns them as the caller sees them: an error the model knows becomes the
+// response's Err.
+func (c *Client) log(req kv.Request, serializable bool, call, ret int64, resp kv.Response, err error) (kv.Response, error) {
 	op := traces.Op{Client: c.id, Call: call, Return: ret, Request: req, Serializable: serializable}
 	if err != nil {
 		if known := modelError(err); known != nil {
@@ -199,22 +229,7 @@ func (c *Client) do(ctx context.Context, req kv.Request, serializable bool) (kv.
 		if err != nil {
 			return kv.Response{}, err
 		}
-		t := &kv.TxnResponse{Succeeded: r.Succeeded}
-		for _, o := range r.Responses {
-			var or kv.OpResponse
-			switch {
-			case o.GetResponseRange() != nil:
-				rr := o.GetResponseRange()
-				or.Range = &kv.RangeResponse{KVs: fromKVs(rr.Kvs), More: rr.More, Count: rr.Count}
-			case o.GetResponsePut() != nil:
-				or.Put = &kv.PutResponse{PrevKV: fromKVPtr(o.GetResponsePut().PrevKv)}
-			case o.GetResponseDeleteRange() != nil:
-				d := o.GetResponseDeleteRange()
-				or.Delete = &kv.DeleteResponse{Deleted: d.Deleted, PrevKVs: fromKVs(d.PrevKvs)}
-			}
-			t.Responses = append(t.Responses, or)
-		}
-		return kv.Response{Revision: r.Header.Revision, Txn: t}, nil
+		return fromTxnResponse(r), nil
 	}
 	var op clientv3.Op
 	switch {
@@ -233,15 +248,42 @@ func (c *Client) do(ctx context.Context, req kv.Request, serializable bool) (kv.
 	if err != nil {
 		return kv.Response{}, err
 	}
+	return fromOpResponse(r), nil
+}
+
+// fromTxnResponse is a transaction's response in the model's terms.
+func fromTxnResponse(r *clientv3.TxnResponse) kv.Response {
+	t := &kv.TxnResponse{Succeeded: r.Succeeded}
+	for _, o := range r.Responses {
+		var or kv.OpResponse
+		switch {
+		case o.GetResponseRange() != nil:
+			rr := o.GetResponseRange()
+			or.Range = &kv.RangeResponse{KVs: fromKVs(rr.Kvs), More: rr.More, Count: rr.Count}
+		case o.GetResponsePut() != nil:
+			or.Put = &kv.PutResponse{PrevKV: fromKVPtr(o.GetResponsePut().PrevKv)}
+		case o.GetResponseDeleteRange() != nil:
+			d := o.GetResponseDeleteRange()
+			or.Delete = &kv.DeleteResponse{Deleted: d.Deleted, PrevKVs: fromKVs(d.PrevKvs)}
+		}
+		t.Responses = append(t.Responses, or)
+	}
+	return kv.Response{Revision: r.Header.Revision, Txn: t}
+}
+
+// fromOpResponse is a get's, put's or delete's response in the model's terms.
+func fromOpResponse(r clientv3.OpResponse) kv.Response {
 	switch {
 	case r.Get() != nil:
 		g := r.Get()
-		return kv.Response{Revision: g.Header.Revision, Range: &kv.RangeResponse{KVs: fromKVs(g.Kvs), More: g.More, Count: g.Count}}, nil
+		return kv.Response{Revision: g.Header.Revision, Range: &kv.RangeResponse{KVs: fromKVs(g.Kvs), More: g.More, Count: g.Count}}
 	case r.Put() != nil:
-		return kv.Response{Revision: r.Put().Header.Revision, Put: &kv.PutResponse{PrevKV: fromKVPtr(r.Put().PrevKv)}}, nil
+		return kv.Response{Revision: r.Put().Header.Revision, Put: &kv.PutResponse{PrevKV: fromKVPtr(r.Put().PrevKv)}}
+	case r.Txn() != nil:
+		return fromTxnResponse(r.Txn())
 	default:
 		d := r.Del()
-		return kv.Response{Revision: d.Header.Revision, Delete: &kv.DeleteResponse{Deleted: d.Deleted, PrevKVs: fromKVs(d.PrevKvs)}}, nil
+		return kv.Response{Revision: d.Header.Revision, Delete: &kv.DeleteResponse{Deleted: d.Deleted, PrevKVs: fromKVs(d.PrevKvs)}}
 	}
 }
 

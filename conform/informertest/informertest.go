@@ -1,0 +1,126 @@
+// Package informertest checks an informer from its own go test, in one call:
+// [TestInformer] drives an informer through random scenarios over
+// watchspec's reference store — writes, watches dropped and stalled,
+// compaction (410 Expired), relists, slow handlers, handlers added late,
+// periodic resync, restarts, bookmarks, WatchList — under fake time
+// (testing/synctest), records every run and checks it against the informer
+// contract of docs/SPEC.md §5 (k8s.CheckInformer). A failing run fails the
+// test naming the rule broken (for instance InformerConverges §5.2), with
+// rapid's shrunk scenario and the run saved as a trace.
+//
+// For client-go's SharedIndexInformer the adapter is ready, [ClientGo]:
+//
+//	func TestMyInformer(t *testing.T) {
+//		informertest.TestInformer(t, informertest.ClientGo{NewInformer: myInformerSetup})
+//	}
+//
+// Any other informer implements [Subject]: New builds it over the
+// harness's [informer.ListerWatcher] (package impl/informer's types), and
+// its handlers pass each call to their [Sink]. [DropsEvents] makes a
+// deliberately broken informer of any Subject, for a negative test of your
+// own: the check must fail on it.
+//
+// The scenarios are those watchspec runs against its own informer
+// (impl/informer) and client-go (proptest); -rapid.checks sets how many.
+package informertest
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"pgregory.net/rapid"
+
+	"github.com/watchspec/watchspec/impl/informer"
+	harness "github.com/watchspec/watchspec/internal/informertest"
+)
+
+// Subject is an informer implementation under test: New returns an
+// informer over the given ListerWatcher, configured by Config, not yet
+// running.
+type Subject = harness.Subject
+
+// Config is what a scenario draws for an informer: resync period,
+// WatchList or list-and-watch, page size, and the OnResync mark a resync
+// must call (SPEC §5.7).
+type Config = harness.Config
+
+// Informer is one informer under test, as a [Subject] builds it.
+type Informer = harness.Informer
+
+// Sink receives a handler's calls: adapters turn each call into a
+// k8s.Notification and pass it to Sink.Handle.
+type Sink = harness.Sink
+
+// Registration is a registered handler (HasSynced).
+type Registration = harness.Registration
+
+// GVR is the resource the scenarios write and the informers watch
+// (ConfigMaps).
+var GVR = harness.GVR
+
+// TestInformer runs random scenarios (rapid.Check) against informers of
+// subject and fails t when a recorded run breaks the informer contract
+// (SPEC §5), naming the rule.
+func TestInformer(t *testing.T, subject Subject) {
+	t.Helper()
+	rapid.Check(t, func(rt *rapid.T) {
+		harness.Check(rt, subject, harness.Options{})
+	})
+}
+
+// DropsEvents returns subject broken on purpose: its informers never see a
+// DELETED watch event, so an object deleted while the informer watches
+// stays in its cache (until a relist) and its handlers never hear of the
+// deletion — SPEC §5.2 InformerConverges is broken. For showing that a
+// test of yours built on [TestInformer] fails when it should.
+func DropsEvents(subject Subject) Subject { return dropsEvents{subject} }
+
+type dropsEvents struct{ Subject }
+
+func (d dropsEvents) New(lw informer.ListerWatcher, cfg Config) Informer {
+	return d.Subject.New(dropLW{lw}, cfg)
+}
+
+// dropLW forwards lists and watches, and drops each watch's DELETED events.
+type dropLW struct{ informer.ListerWatcher }
+
+func (d dropLW) Watch(ctx context.Context, o informer.WatchOptions) (informer.Watcher, error) {
+	w, err := d.ListerWatcher.Watch(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	out := &dropWatch{in: w, ch: make(chan informer.Event), stop: make(chan struct{})}
+	go out.forward()
+	return out, nil
+}
+
+type dropWatch struct {
+	in   informer.Watcher
+	ch   chan informer.Event
+	stop chan struct{}
+	once sync.Once
+}
+
+func (w *dropWatch) ResultChan() <-chan informer.Event { return w.ch }
+
+func (w *dropWatch) Stop() {
+	w.once.Do(func() {
+		close(w.stop)
+		w.in.Stop()
+	})
+}
+
+func (w *dropWatch) forward() {
+	defer close(w.ch)
+	for ev := range w.in.ResultChan() {
+		if ev.Type == informer.Deleted {
+			continue
+		}
+		select {
+		case w.ch <- ev:
+		case <-w.stop:
+			return
+		}
+	}
+}

@@ -1,0 +1,45 @@
+package informertest_test
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/go-logr/logr"
+	"k8s.io/klog/v2"
+
+	"github.com/watchspec/watchspec/conform/informertest"
+)
+
+// client-go's SharedIndexInformer passes the informer contract. SPEC §5.
+func TestInformerClientGo(t *testing.T) {
+	klog.SetLogger(logr.Discard()) // client-go logs every watch it restarts
+	informertest.TestInformer(t, informertest.ClientGo{})
+}
+
+const brokenEnv = "INFORMERTEST_BROKEN_CHILD"
+
+// Run as a child only: TestInformer against client-go that never sees a
+// DELETED event.
+func TestInformerDropsEvents(t *testing.T) {
+	if os.Getenv(brokenEnv) == "" {
+		t.Skip("the failing case, run by TestInformerFailsOnBrokenInformer")
+	}
+	klog.SetLogger(logr.Discard())
+	informertest.TestInformer(t, informertest.DropsEvents(informertest.ClientGo{}))
+}
+
+// TestInformer fails on an informer that drops DELETED events, naming SPEC
+// §5.2 InformerConverges.
+func TestInformerFailsOnBrokenInformer(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestInformerDropsEvents$", "-rapid.checks=20", "-rapid.nofailfile")
+	cmd.Env = append(os.Environ(), brokenEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("TestInformer passed an informer that drops events:\n%s", out)
+	}
+	if !strings.Contains(string(out), "InformerConverges §5.2") {
+		t.Errorf("the failing run does not name InformerConverges §5.2:\n%s", out)
+	}
+}
