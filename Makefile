@@ -1,10 +1,11 @@
 # watchspec — the README's commands and the checks CI runs.
 GO ?= go
 PKGS ?= ./...
-# The modules: the root (what third parties import) and tests (the
+# The modules: the root (what third parties import), tests (the
 # harnesses that drive kine, the apiserver cacher and embedded etcd, and the
-# bench). test, vet, bench and cover run PKGS in each, from its directory.
-MODULES := . tests
+# bench) and examples/conformance (the conformance helpers called as a third
+# party would). test, vet, bench and cover run PKGS in each, from its directory.
+MODULES := . tests examples/conformance
 FUZZTIME ?= 10s
 
 .PHONY: all test vet fmt fuzz bench bench-compare cover ci crash corrupt slow mutate conform-long conform-kube
