@@ -97,6 +97,44 @@ func (m *machine) revokeModel(id int64) int {
 	return len(keys)
 }
 
+// leaseErr returns the error a put with a lease that is not live gives req
+// (SPEC §2.10 LeaseAttach), or nil; want is the key-value model's answer,
+// which leaves leases out. The request's own checks, which etcd's gRPC layer
+// makes, come first. In a transaction, etcd checks the ops of the branch
+// taken in order (etcdserver/txn/txn.go checkTxn at v3.7.3): a range at a
+// revision compacted or in the future, or a put with a lease that is not
+// live (txn/put.go checkLease); the first that fails decides the error.
+func (m *machine) leaseErr(req kv.Request, want kv.Response) error {
+	live := func(id int64) bool {
+		_, ok := m.leases.Live(id)
+		return id == 0 || ok
+	}
+	switch {
+	case req.Put != nil:
+		if want.Err == nil && !live(req.Put.Lease) {
+			return lease.ErrNotFound
+		}
+	case req.Txn != nil:
+		if want.Err != nil && want.Err != kv.ErrFutureRev && want.Err != kv.ErrCompacted {
+			return nil
+		}
+		_, branch := kv.Step(m.model, kv.Request{Txn: &kv.TxnRequest{Compare: req.Txn.Compare}})
+		ops := req.Txn.Failure
+		if branch.Txn != nil && branch.Txn.Succeeded {
+			ops = req.Txn.Success
+		}
+		for _, op := range ops {
+			if r := op.Range; r != nil && r.Revision != 0 && (r.Revision > m.model.Revision() || r.Revision < m.model.CompactRevision()) {
+				return nil
+			}
+			if op.Put != nil && !live(op.Put.Lease) {
+				return lease.ErrNotFound
+			}
+		}
+	}
+	return nil
+}
+
 // leaseID draws a lease to name: a live one, one that was revoked or
 // expired, or one never granted.
 func (m *machine) leaseID(t *rapid.T, label string) int64 {

@@ -144,12 +144,8 @@ func (m *machine) open() {
 // step runs a request on both sides and demands the same answer.
 func (m *machine) step(req kv.Request) kv.Response {
 	next, want := kv.Step(m.model, req)
-	if req.Put != nil && req.Put.Lease != 0 && want.Err == nil {
-		// SPEC §2.10 LeaseAttach: a put with a lease that is not live fails
-		// (after the request's own checks, which etcd's gRPC layer makes).
-		if _, live := m.leases.Live(req.Put.Lease); !live {
-			next, want = m.model, kv.Response{Err: lease.ErrNotFound}
-		}
+	if err := m.leaseErr(req, want); err != nil {
+		next, want = m.model, kv.Response{Err: err}
 	}
 	got := do(m.st, req)
 	if !kv.SameResponse(got, want) {
@@ -265,7 +261,11 @@ func (m *machine) ops(t *rapid.T, label string) []kv.Op {
 	for range n {
 		switch uniform(t, 10, label+"Kind") {
 		case 0, 1, 2, 3:
-			ops = append(ops, kv.Op{Put: &kv.PutRequest{Key: m.key(t, "putKey"), Value: m.value(t), PrevKV: rapid.Bool().Draw(t, "prevKV")}})
+			put := &kv.PutRequest{Key: m.key(t, "putKey"), Value: m.value(t), PrevKV: rapid.Bool().Draw(t, "prevKV")}
+			if oneIn(t, 4, "txnPutLease") {
+				put.Lease = m.leaseID(t, "txnLease")
+			}
+			ops = append(ops, kv.Op{Put: put})
 		case 4, 5:
 			k := m.key(t, "delKey")
 			ops = append(ops, kv.Op{Delete: &kv.DeleteRequest{Key: k, RangeEnd: m.rangeEnd(t, k, "delEnd"), PrevKV: rapid.Bool().Draw(t, "prevKV")}})
