@@ -269,7 +269,7 @@ func (m *machine) KeepAlive(t *rapid.T) {
 // leaves to time, are what the fake clock says, truncated as etcd's.
 func (m *machine) TimeToLive(t *rapid.T) {
 	id := m.leaseID(t, "ttl")
-	keys := rapid.Bool().Draw(t, "ttlKeys")
+	keys := !oneIn(t, 4, "ttlNoKeys")
 	got, err := m.st.LeaseTimeToLive(id, keys)
 	_, want := lease.Step(m.leases, lease.Request{TimeToLive: &lease.TimeToLiveRequest{ID: id, Keys: keys}})
 	if want.TTL == -1 {
