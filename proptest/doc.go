@@ -1,7 +1,6 @@
 // Package proptest holds rapid state-machine tests that drive the reference
-// implementation and the model side by side, with faults:
-// TestStoreMatchesModel runs impl/store (key-value requests, watches,
-// leases, compactions, restarts and crashes) against model/kv, model/watch
-// and model/lease; the informer tests run client-go's informers against
-// the informer model's contract.
+// implementation and the model side by side, with faults.
+//
+// The tests arrive with issue 3 ("Reference store"); until then this package
+// is empty.
 package proptest
