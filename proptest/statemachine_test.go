@@ -17,6 +17,7 @@ import (
 	"github.com/watchspec/watchspec/impl/store"
 	"github.com/watchspec/watchspec/impl/watchhub"
 	"github.com/watchspec/watchspec/model/kv"
+	"github.com/watchspec/watchspec/model/lease"
 	"github.com/watchspec/watchspec/model/watch"
 )
 
@@ -42,6 +43,13 @@ type coverage struct {
 	victims, unsynced, pauses              int
 	compactCancels, progress, tickProgress int
 	events, rejects, cancels, catchUps     int
+	grants, serverIDs, grantsTaken         int
+	grantsTooLarge, leasePuts              int
+	leasePutsUnknown, revokes              int
+	revokesWithKeys, revokesUnknown        int
+	keepAlives, ttlKeys, expiries          int
+	expiriesWithKeys, leaseRestarts        int
+	leaseDeleteEvents                      int
 	actions                                map[string]int
 }
 
@@ -65,6 +73,15 @@ type machine struct {
 
 	streams []*streamState
 	values  int
+
+	// Leases (lease_test.go): the model's table, the fake clock, when each
+	// live lease is due, the leases revoked or expired, and the revisions
+	// at which revokes deleted keys.
+	clock      *fakeClock
+	leases     lease.State
+	expiry     map[int64]time.Time
+	gone       []int64
+	revokeRevs map[int64]bool
 }
 
 // streamState is the test's side of one watch stream.
@@ -88,7 +105,7 @@ type watchState struct {
 }
 
 func newMachine(t *rapid.T, cov *coverage, dir string) *machine {
-	m := &machine{t: t, cov: cov, dir: dir, h: &kv.History{}}
+	m := &machine{t: t, cov: cov, dir: dir, h: &kv.History{}, clock: &fakeClock{now: time.Unix(1e9, 0)}, revokeRevs: map[int64]bool{}}
 	m.manual = rapid.Bool().Draw(t, "manual")
 	m.opts = store.Options{
 		KV: mvcc.Options{
@@ -108,6 +125,8 @@ func newMachine(t *rapid.T, cov *coverage, dir string) *machine {
 			ProgressInterval:        -1,      // periodic progress comes from Tick actions
 			Manual:                  m.manual,
 		},
+		// Leases expire only when the test calls ExpireLeases.
+		Lease: store.LeaseOptions{Clock: m.clock, CheckInterval: -1},
 	}
 	m.open()
 	return m
@@ -119,11 +138,15 @@ func (m *machine) open() {
 		m.t.Fatalf("open: %v", err)
 	}
 	m.st = st
+	m.resetExpiry()
 }
 
 // step runs a request on both sides and demands the same answer.
 func (m *machine) step(req kv.Request) kv.Response {
 	next, want := kv.Step(m.model, req)
+	if err := m.leaseErr(req, want); err != nil {
+		next, want = m.model, kv.Response{Err: err}
+	}
 	got := do(m.st, req)
 	if !kv.SameResponse(got, want) {
 		m.t.Fatalf("request %s:\n impl  %s\n model %s", describeReq(req), describeResp(got), describeResp(want))
@@ -238,7 +261,11 @@ func (m *machine) ops(t *rapid.T, label string) []kv.Op {
 	for range n {
 		switch uniform(t, 10, label+"Kind") {
 		case 0, 1, 2, 3:
-			ops = append(ops, kv.Op{Put: &kv.PutRequest{Key: m.key(t, "putKey"), Value: m.value(t), PrevKV: rapid.Bool().Draw(t, "prevKV")}})
+			put := &kv.PutRequest{Key: m.key(t, "putKey"), Value: m.value(t), PrevKV: rapid.Bool().Draw(t, "prevKV")}
+			if oneIn(t, 4, "txnPutLease") {
+				put.Lease = m.leaseID(t, "txnLease")
+			}
+			ops = append(ops, kv.Op{Put: put})
 		case 4, 5:
 			k := m.key(t, "delKey")
 			ops = append(ops, kv.Op{Delete: &kv.DeleteRequest{Key: k, RangeEnd: m.rangeEnd(t, k, "delEnd"), PrevKV: rapid.Bool().Draw(t, "prevKV")}})
@@ -457,7 +484,13 @@ func (m *machine) Restart(t *rapid.T) {
 	}
 	m.streams = nil
 	m.open()
-	m.cov.add(func(c *coverage) { c.restarts++ })
+	live := len(m.leases.IDs())
+	m.cov.add(func(c *coverage) {
+		c.restarts++
+		if live > 0 {
+			c.leaseRestarts++
+		}
+	})
 	m.compareAll()
 }
 
@@ -520,8 +553,10 @@ func (m *machine) Checkpoint(t *rapid.T) {
 	m.cov.add(func(c *coverage) { c.checkpts++ })
 }
 
-// compareAll compares every key at every readable revision.
+// compareAll compares every key at every readable revision, and the leases
+// (which survive a restart, SPEC §2.9).
 func (m *machine) compareAll() {
+	m.Leases(m.t)
 	for rev := max(m.model.CompactRevision(), 1); rev <= m.model.Revision(); rev++ {
 		m.step(kv.Request{Range: &kv.RangeRequest{Key: "\x00", RangeEnd: "\x00", Revision: rev}})
 	}
@@ -611,6 +646,11 @@ func (m *machine) observe(s *streamState, r watchhub.Response) {
 				c.events += len(r.Events)
 				if r.Revision > r.Events[len(r.Events)-1].KV.ModRevision {
 					c.catchUps++
+				}
+				for _, e := range r.Events {
+					if e.Type == mvcc.Delete && m.revokeRevs[e.KV.ModRevision] {
+						c.leaseDeleteEvents++
+					}
 				}
 			})
 		}
@@ -751,6 +791,13 @@ func (m *machine) actions() map[string]func(*rapid.T) {
 		{"Crash", 1, m.Crash},
 		{"Checkpoint", 1, m.Checkpoint},
 		{"Flush", 2, flush},
+		{"Grant", 3, m.Grant},
+		{"PutLease", 5, m.PutLease},
+		{"Revoke", 2, m.Revoke},
+		{"KeepAlive", 2, m.KeepAlive},
+		{"TimeToLive", 3, m.TimeToLive},
+		{"Leases", 1, m.Leases},
+		{"Expire", 3, m.Expire},
 	} {
 		for range w.weight {
 			table = append(table, w)
@@ -772,7 +819,9 @@ func (m *machine) actions() map[string]func(*rapid.T) {
 // must equal the model's (docs/SPEC.md §2), and every watch stream must pass
 // the model's validator (§3.1–§3.12) — through slow and stopped readers,
 // catch-up from history, compaction and restarts — and, at the end, deliver
-// everything (§3.13).
+// everything (§3.13). Leases join in (lease_test.go): every lease operation,
+// puts with leases and expiry on a fake clock against model/lease
+// (§2.9–§2.11), their deletes at one revision in the watches (§3.14, §3.15).
 func TestStoreMatchesModel(t *testing.T) {
 	cov := &coverage{actions: map[string]int{}}
 	rapid.Check(t, func(rt *rapid.T) {
@@ -801,6 +850,12 @@ func TestStoreMatchesModel(t *testing.T) {
 		cov.checks, cov.steps, cov.restarts, cov.crashes, cov.replays, cov.tornTails, cov.checkpts, cov.compactions, cov.compactCancels,
 		cov.victims, cov.unsynced, cov.pauses, cov.catchUps, cov.events,
 		cov.progress, cov.tickProgress, cov.rejects, cov.cancels, cov.actions)
+	t.Logf("lease coverage: %d grants (%d with the server's ID), %d of a taken ID, %d too large; %d puts with a live lease, %d with one not live; "+
+		"%d revokes (%d with keys), %d of a lease not live; %d keep-alives, %d time-to-lives with keys, %d expiries (%d with keys), "+
+		"%d restarts with live leases, %d DELETE events of revokes and expiries",
+		cov.grants, cov.serverIDs, cov.grantsTaken, cov.grantsTooLarge, cov.leasePuts, cov.leasePutsUnknown,
+		cov.revokes, cov.revokesWithKeys, cov.revokesUnknown, cov.keepAlives, cov.ttlKeys, cov.expiries, cov.expiriesWithKeys,
+		cov.leaseRestarts, cov.leaseDeleteEvents)
 	if t.Failed() {
 		return
 	}
@@ -814,6 +869,11 @@ func TestStoreMatchesModel(t *testing.T) {
 		"crash restarts that replayed the log": cov.replays, "crash restarts with a torn last write": cov.tornTails,
 		"steps with victims": cov.victims, "steps with unsynced watches": cov.unsynced, "pauses": cov.pauses,
 		"catch-up responses": cov.catchUps, "progress notifications": cov.progress, "periodic progress": cov.tickProgress,
+		"lease grants with the server's ID": cov.serverIDs, "grants of a taken ID": cov.grantsTaken, "grants too large": cov.grantsTooLarge,
+		"puts with a live lease": cov.leasePuts, "puts with a lease not live": cov.leasePutsUnknown,
+		"revokes with keys": cov.revokesWithKeys, "revokes of a lease not live": cov.revokesUnknown, "keep-alives": cov.keepAlives,
+		"time-to-lives with keys": cov.ttlKeys, "expiries with keys": cov.expiriesWithKeys, "restarts with live leases": cov.leaseRestarts,
+		"DELETE events of revokes and expiries": cov.leaseDeleteEvents,
 	} {
 		if n < min {
 			t.Errorf("coverage: only %d %s in %d checks (want at least %d)", n, name, cov.checks, min)

@@ -24,7 +24,7 @@ func toImplOps(ops []kv.Op) []mvcc.Op {
 			o.Range = &r
 		}
 		if op.Put != nil {
-			o.Put = &mvcc.PutRequest{Key: op.Put.Key, Value: op.Put.Value, PrevKV: op.Put.PrevKV}
+			o.Put = &mvcc.PutRequest{Key: op.Put.Key, Value: op.Put.Value, PrevKV: op.Put.PrevKV, Lease: op.Put.Lease}
 		}
 		if op.Delete != nil {
 			o.Delete = &mvcc.DeleteRequest{Key: op.Delete.Key, RangeEnd: op.Delete.RangeEnd, PrevKV: op.Delete.PrevKV}
@@ -45,7 +45,7 @@ func toImplTxn(t kv.TxnRequest) mvcc.TxnRequest {
 }
 
 func fromKV(k mvcc.KeyValue) kv.KeyValue {
-	return kv.KeyValue{Key: k.Key, Value: k.Value, CreateRevision: k.CreateRevision, ModRevision: k.ModRevision, Version: k.Version}
+	return kv.KeyValue{Key: k.Key, Value: k.Value, CreateRevision: k.CreateRevision, ModRevision: k.ModRevision, Version: k.Version, Lease: k.Lease}
 }
 
 func fromKVPtr(k *mvcc.KeyValue) *kv.KeyValue {
@@ -103,7 +103,7 @@ func do(s *store.Store, req kv.Request) kv.Response {
 		}
 		return kv.Response{Revision: r.Revision, Range: fromRange(r)}
 	case req.Put != nil:
-		r, err := s.Put(ctx, mvcc.PutRequest{Key: req.Put.Key, Value: req.Put.Value, PrevKV: req.Put.PrevKV})
+		r, err := s.Put(ctx, mvcc.PutRequest{Key: req.Put.Key, Value: req.Put.Value, PrevKV: req.Put.PrevKV, Lease: req.Put.Lease})
 		if err != nil {
 			return kv.Response{Err: err}
 		}

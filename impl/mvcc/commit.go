@@ -540,9 +540,17 @@ func (bt *batch) txn(t *TxnRequest) (any, error) {
 	if ok {
 		ops = t.Success
 	}
-	// Ranges at an explicit revision are checked before anything is written,
-	// so that a failing range fails the whole transaction (etcd's checkRange).
-	for _, op := range ops {
+	// Ranges at an explicit revision and the leases of puts are checked
+	// before anything is written, so that a failing op fails the whole
+	// transaction; in op order, the first failing op deciding the error, as
+	// etcd's checkTxn does (etcdserver/txn/txn.go, checkRange and
+	// txn/put.go checkLease at v3.7.3).
+	for i, op := range ops {
+		if op.Put != nil {
+			if err := s.checkLeases(ops[i : i+1]); err != nil {
+				return nil, err
+			}
+		}
 		if op.Range == nil || op.Range.Revision == 0 {
 			continue
 		}
@@ -552,10 +560,6 @@ func (bt *batch) txn(t *TxnRequest) (any, error) {
 		if op.Range.Revision < s.ccompact {
 			return nil, ErrCompacted
 		}
-	}
-	// So are the leases of its puts (etcd's checkTxn, txn/put.go checkLease).
-	if err := s.checkLeases(ops); err != nil {
-		return nil, err
 	}
 	begin := s.crev
 	w := bt.begin()

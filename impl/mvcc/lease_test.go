@@ -107,6 +107,26 @@ func TestPutWithUnknownLeaseFails(t *testing.T) {
 	}
 }
 
+// SPEC §2.10 LeaseAttach: a transaction's ops are checked in order, the first
+// failing one deciding the error, as etcd's checkTxn (etcdserver/txn/txn.go
+// at v3.7.3): a put with an unknown lease before a range at a future or
+// compacted revision fails with ErrLeaseNotFound, and after it with the
+// range's error. Regression: the store checked every range first (found by
+// proptest's TestStoreMatchesModel).
+func TestTxnChecksOpsInOrder(t *testing.T) {
+	s := newT(t)
+	ctx := context.Background()
+	putLease(t, s, "a", "1", 0)
+	put := Op{Put: &PutRequest{Key: "b", Value: "1", Lease: 42}}
+	future := Op{Range: &RangeRequest{Key: "a", Revision: s.Revision() + 1}}
+	if _, err := s.Txn(ctx, TxnRequest{Success: []Op{put, future}}); !errors.Is(err, ErrLeaseNotFound) {
+		t.Fatalf("put with lease 42, then a range in the future: %v, want ErrLeaseNotFound", err)
+	}
+	if _, err := s.Txn(ctx, TxnRequest{Success: []Op{future, put}}); !errors.Is(err, ErrFutureRev) {
+		t.Fatalf("a range in the future, then a put with lease 42: %v, want ErrFutureRev", err)
+	}
+}
+
 // SPEC §2.9 Lease operations: a put over a leased key moves it to the new lease (or
 // to none), and a delete detaches it; a revoke then leaves it alone.
 func TestLeaseAttachDetach(t *testing.T) {
