@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -19,7 +18,7 @@ import (
 	"k8s.io/client-go/util/watchlist"
 	"k8s.io/klog/v2"
 
-	"github.com/watchspec/watchspec/impl/informer"
+	"github.com/watchspec/watchspec/conform/kube"
 	"github.com/watchspec/watchspec/model/k8s"
 	"github.com/watchspec/watchspec/traces"
 )
@@ -143,16 +142,17 @@ func status(err error) *k8s.Status {
 // continueAfter decodes a continue token into the key its page continues
 // after, in the model's keys. Tokens of the apiserver's format
 // (k8s.io/apiserver pkg/storage/continue.go; watchspec's reference serves
-// the same) are decoded; another server's token reads as fallback.
+// the same) are decoded by conform/kube, whose recorder reads them too;
+// another server's token reads as fallback.
 func (r *Recorder) continueAfter(tok, fallback string) string {
 	if tok == "" {
 		return ""
 	}
-	_, start, err := informer.ParseContinue(tok)
-	if err != nil {
+	key, _, ok := kube.DecodeContinue(tok, r.opts.Prefix)
+	if !ok {
 		return fallback
 	}
-	return r.opts.Prefix + strings.TrimPrefix(strings.TrimSuffix(start, "\x00"), "/")
+	return key
 }
 
 // --- the ListerWatcher ---
