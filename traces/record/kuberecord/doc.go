@@ -19,7 +19,7 @@
 // [Recorder.Finish]; [Recorder.Trace] then joins the informer's records with
 // the store's writes into a trace:
 //
-//	rec := kuberecord.New(kuberecord.Options{Prefix: prefix, Object: toModel, Revision: head})
+//	rec, err := kuberecord.New(kuberecord.Options{Prefix: prefix, Object: toModel, Revision: head})
 //	inf := cache.NewSharedIndexInformer(rec.NewListerWatcher(lw), &v1.ConfigMap{}, resync, cache.Indexers{})
 //	rec.AddEventHandler(inf, myHandler)
 //	go rec.Run(ctx, inf)

@@ -45,7 +45,11 @@ func ExampleRecorder() {
 	ctx := context.Background()
 
 	// The recorder, and the informer over the recorded ListerWatcher.
-	rec := kuberecord.New(kuberecord.Options{Prefix: prefix, Object: configMapObject, Revision: st.Revision})
+	rec, err := kuberecord.New(kuberecord.Options{Prefix: prefix, Object: configMapObject, Revision: st.Revision})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	var inf cache.SharedIndexInformer
 	informertest.ClientGo{NewInformer: func(lw cache.ListerWatcher, example runtime.Object, opts cache.SharedIndexInformerOptions) cache.SharedIndexInformer {
 		inf = cache.NewSharedIndexInformerWithOptions(rec.NewListerWatcher(lw), example, opts)

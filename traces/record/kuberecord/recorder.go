@@ -70,14 +70,14 @@ type Recorder struct {
 // of the writes.
 const unknownAfter = -1
 
-// New returns a Recorder. It panics if opts.Object is nil: a recording
-// cannot be made without it.
-func New(opts Options) *Recorder {
+// New returns a Recorder for one informer run, or an error if opts
+// cannot make one (Object is required).
+func New(opts Options) (*Recorder, error) {
 	if opts.Object == nil {
-		panic("kuberecord.New: Options.Object is required: it maps client-go's objects to the model's (see the package doc)")
+		return nil, errors.New("kuberecord.New: set Options.Object: it maps client-go's objects to the model's key, value, resourceVersion and UID (see the package doc)")
 	}
 	return &Recorder{opts: opts, t0: time.Now(), run: k8s.Run{Prefix: opts.Prefix},
-		first: map[string]*k8s.ListResult{}, regs: map[int]cache.ResourceEventHandlerRegistration{}, synced: map[int]bool{}}
+		first: map[string]*k8s.ListResult{}, regs: map[int]cache.ResourceEventHandlerRegistration{}, synced: map[int]bool{}}, nil
 }
 
 // now is the time of a record; the caller holds r.mu.

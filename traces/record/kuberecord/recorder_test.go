@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
@@ -86,7 +89,10 @@ func recordRun(t *testing.T, watchList bool, wrap func(informertest.Subject) inf
 		put("a", "x")
 		put("a", "y")
 
-		rec := kuberecord.New(kuberecord.Options{Prefix: prefix, Object: configMapObject, Revision: st.Revision})
+		rec, err := kuberecord.New(kuberecord.Options{Prefix: prefix, Object: configMapObject, Revision: st.Revision})
+		if err != nil {
+			t.Fatal(err)
+		}
 		var inf cache.SharedIndexInformer
 		var subject informertest.Subject = informertest.ClientGo{NewInformer: func(lw cache.ListerWatcher, example runtime.Object, opts cache.SharedIndexInformerOptions) cache.SharedIndexInformer {
 			inf = cache.NewSharedIndexInformerWithOptions(rec.NewListerWatcher(lw), example, opts)
@@ -206,5 +212,108 @@ func TestRecordedDroppedDeletesFail(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "Reliable §3.3") {
 		t.Errorf("the violations do not name the source's skipped events, Reliable §3.3: %v", err)
+	}
+}
+
+// Lists made through the recorded ListerWatcher — a paginated list, whose
+// continue tokens become the keys the pages continue after, and a list of
+// a compacted revision answered 410 Expired — are recorded as the checker
+// reads them, and pass it. SPEC §4.1 ListResourceVersion (a continuation
+// stays at its first page's revision), §4.2 ListSnapshot, §4.5 Expired.
+func TestRecordedListsPaginatedAndExpired(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st, err := store.Open(t.TempDir(), store.Options{KV: mvcc.Options{UnsafeNoFsync: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		prefix := configMaps.Prefix("")
+		writes := harness.NewRecorder(st, prefix)
+		ctx := context.Background()
+		for i, name := range []string{"x", "y", "z"} {
+			if _, err := writes.Put(ctx, configMaps.Key("a", name), fmt.Sprintf("v%d", i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rec, err := kuberecord.New(kuberecord.Options{Prefix: prefix, Object: configMapObject, Revision: st.Revision})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var lw cache.ListerWatcher
+		var inf cache.SharedIndexInformer
+		informertest.ClientGo{NewInformer: func(inner cache.ListerWatcher, example runtime.Object, opts cache.SharedIndexInformerOptions) cache.SharedIndexInformer {
+			lw = rec.NewListerWatcher(inner)
+			inf = cache.NewSharedIndexInformerWithOptions(lw, example, opts)
+			return inf
+		}}.New(informer.NewStoreListWatch(st, informer.ConfigMaps, "", informer.StoreOptions{}), informertest.Config{})
+
+		var keys []string
+		for o := (metav1.ListOptions{Limit: 1}); ; {
+			l, err := lw.List(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			la, _ := meta.ListAccessor(l)
+			items, _ := meta.ExtractList(l)
+			for _, it := range items {
+				m, _ := meta.Accessor(it)
+				keys = append(keys, m.GetName())
+			}
+			if o.Continue = la.GetContinue(); o.Continue == "" {
+				break
+			}
+		}
+		if got := strings.Join(keys, ","); got != "x,y,z" {
+			t.Fatalf("the pages listed %s, want x,y,z", got)
+		}
+		if err := writes.Compact(ctx, st.Revision()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := lw.List(metav1.ListOptions{ResourceVersion: "2", ResourceVersionMatch: metav1.ResourceVersionMatchExact}); !apierrors.IsResourceExpired(err) && !apierrors.IsGone(err) {
+			t.Fatalf("a list of compacted revision 2 answered %v, want 410 Expired", err)
+		}
+		rec.Finish(inf)
+		tr, err := rec.Trace(traces.Header{System: "client-go", UniqueValues: true, BaseCompactRevision: &neverCompacted}, writes.Trace("", "").Ops)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls := tr.K8s.Lists
+		if len(ls) != 4 {
+			t.Fatalf("%d lists recorded, want 4 (three pages, one 410)", len(ls))
+		}
+		for i, want := range []string{"", configMaps.Key("a", "x"), configMaps.Key("a", "y")} {
+			if got := ls[i].Options.Continue; got != want {
+				t.Errorf("page %d continues after %q, want %q", i, got, want)
+			}
+			if (i > 0) != (ls[i].First != nil) {
+				t.Errorf("page %d: first page recorded = %v", i, ls[i].First != nil)
+			}
+		}
+		if s := ls[3].Result.Status; s == nil || s.Code != 410 {
+			t.Errorf("the list of a compacted revision was recorded with status %+v, want 410", s)
+		}
+		path := filepath.Join(t.TempDir(), "lists.ndjson")
+		if err := traces.WriteFile(path, tr); err != nil {
+			t.Fatal(err)
+		}
+		back, err := traces.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := linearizability.Check(back, linearizability.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := res.Err(); err != nil {
+			t.Fatalf("the recorded lists fail the check: %v", err)
+		}
+		t.Logf("checks: %v", res.Checks)
+	})
+}
+
+// New without Options.Object is refused with an error saying what to set.
+func TestNewNeedsObject(t *testing.T) {
+	if _, err := kuberecord.New(kuberecord.Options{Prefix: "/registry/configmaps/"}); err == nil || !strings.Contains(err.Error(), "Options.Object") {
+		t.Errorf("New without Object: %v, want an error naming Options.Object", err)
 	}
 }
