@@ -56,9 +56,11 @@
 //     unexplainable. Against watchspec's reference store,
 //     internal/informertest's Recorder writes and records them (see this
 //     package's test); against etcd under an apiserver, record every
-//     writer's clientv3 with package record (cli.KV = rec.NewKV(cli.KV));
-//     against an apiserver over HTTP, package conform/kube learns them
-//     from the answers to its own writes and needs the namespace to itself;
+//     writer's clientv3 with package record (cli.KV = rec.NewKV(cli.KV))
+//     and take their operations. This package does not learn writes over
+//     HTTP: package conform/kube does, for the writes it makes itself,
+//     which is why `watchspec conform --kubeconfig` needs the namespace to
+//     itself;
 //   - the base revision: Header.BaseRevision (and BaseCompactRevision) is
 //     the store before the first recorded write, and the prefix held
 //     nothing then;

@@ -486,15 +486,6 @@ func (h *handler) OnDelete(obj any) {
 	h.h.OnDelete(obj)
 }
 
-// HasSynced is passed on, for client-go's registration (a handler that
-// says whether it synced).
-func (h *handler) HasSynced() bool {
-	if s, ok := h.h.(interface{ HasSynced() bool }); ok {
-		return s.HasSynced()
-	}
-	return true
-}
-
 // --- the informer ---
 
 // observe records what the informer says of itself: each handler's and
