@@ -60,7 +60,8 @@ var neverCompacted int64 = -1
 // ConfigMaps through conform/informertest's adapter — wrapped by wrap, to
 // break it on purpose —, records it with a Recorder while writes go on,
 // writes the trace with traces.WriteFile, reads it back and checks it.
-func recordRun(t *testing.T, watchList bool, wrap func(informertest.Subject) informertest.Subject) (*linearizability.Result, *traces.Trace) {
+// With noRevision the recorder is given no Options.Revision.
+func recordRun(t *testing.T, watchList, noRevision bool, wrap func(informertest.Subject) informertest.Subject) (*linearizability.Result, *traces.Trace) {
 	t.Helper()
 	klog.SetLogger(logr.Discard()) // client-go logs every watch it restarts
 	var res *linearizability.Result
@@ -89,7 +90,11 @@ func recordRun(t *testing.T, watchList bool, wrap func(informertest.Subject) inf
 		put("a", "x")
 		put("a", "y")
 
-		rec, err := kuberecord.New(kuberecord.Options{Prefix: prefix, Object: configMapObject, Revision: st.Revision})
+		opts := kuberecord.Options{Prefix: prefix, Object: configMapObject, Revision: st.Revision}
+		if noRevision {
+			opts.Revision = nil
+		}
+		rec, err := kuberecord.New(opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -149,12 +154,14 @@ func recordRun(t *testing.T, watchList bool, wrap func(informertest.Subject) inf
 }
 
 // A recorded client-go informer run passes the checker, and the checks
-// were made: the run is not vacuous. SPEC §4 and §5 (InformerConverges
+// were made: the run is not vacuous. Without Options.Revision (bounds from
+// the writes only) it passes too. SPEC §4 and §5 (InformerConverges
 // §5.2, HasSynced §5.3, LateHandler §5.4, SameRVUpdate §5.7).
 func TestRecordedClientGoPasses(t *testing.T) {
-	for _, watchList := range []bool{false, true} {
-		t.Run(fmt.Sprintf("watchList=%v", watchList), func(t *testing.T) {
-			res, tr := recordRun(t, watchList, nil)
+	for _, c := range []struct{ watchList, noRevision bool }{{false, false}, {true, false}, {false, true}} {
+		t.Run(fmt.Sprintf("watchList=%v,noRevision=%v", c.watchList, c.noRevision), func(t *testing.T) {
+			watchList := c.watchList
+			res, tr := recordRun(t, watchList, c.noRevision, nil)
 			if err := res.Err(); err != nil {
 				t.Fatalf("the recorded run of client-go fails the check: %v", err)
 			}
@@ -193,6 +200,13 @@ func TestRecordedClientGoPasses(t *testing.T) {
 			if !watchList && count["list"] == 0 {
 				t.Errorf("no list recorded: %v", count)
 			}
+			streamed := false
+			for _, w := range tr.K8s.Watches {
+				streamed = streamed || (w.Options.SendInitialEvents != nil && *w.Options.SendInitialEvents)
+			}
+			if streamed != watchList {
+				t.Errorf("a WatchList (sendInitialEvents) recorded = %v, want %v: the wrapper must keep the source's WatchList support", streamed, watchList)
+			}
 		})
 	}
 }
@@ -202,7 +216,7 @@ func TestRecordedClientGoPasses(t *testing.T) {
 // watched, stay in its cache) and, since the recorded watch shows the
 // gap, Reliable §3.3 for the source.
 func TestRecordedDroppedDeletesFail(t *testing.T) {
-	res, _ := recordRun(t, false, informertest.DropsEvents)
+	res, _ := recordRun(t, false, false, informertest.DropsEvents)
 	err := res.Err()
 	if err == nil {
 		t.Fatal("a client-go informer that never saw a DELETED event passed the check")
