@@ -258,6 +258,14 @@ func (r *recorder) endWatch(w *watchRec) {
 
 // --- continue tokens ---
 
+// DecodeContinue returns the key a continue token of the apiserver's
+// format continues after, in the model's keys (prefix + the key after the
+// list's prefix), and the token's revision; ok=false for a token of
+// another format. Package traces/record/kuberecord decodes with it.
+func DecodeContinue(token, prefix string) (key string, rv int64, ok bool) {
+	return decodeContinue(token, prefix)
+}
+
 // decodeContinue returns the key a continue token's page continues after,
 // in the model's keys (prefix + name), and the token's revision. The
 // apiserver's token is base64url of {"v":"meta.k8s.io/v1","rv":R,"start":S}

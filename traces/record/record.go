@@ -29,6 +29,7 @@
 // wrapping its KV and Watcher, as clientv3/namespace does:
 // cli.KV = rec.NewKV(cli.KV) and cli.Watcher = rec.NewWatcher(cli.Watcher)
 // ([Recorder.NewKV], [Recorder.NewWatcher]).
+// A client-go informer is recorded by package traces/record/kuberecord.
 //
 // # What the checker relies on
 //
