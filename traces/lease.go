@@ -123,17 +123,8 @@ func (rd *reader) leaseRecord(line []byte, lineNo int) error {
 	}
 	op := LeaseOp{Line: lineNo, Error: r.Error}
 	var err error
-	if op.Client, err = need(r.Client, "client"); err != nil {
+	if op.Client, op.Call, op.Return, err = clientTimes(r.Client, r.Call, r.Return); err != nil {
 		return err
-	}
-	if op.Call, err = needTime(r.Call, "call"); err != nil {
-		return err
-	}
-	if r.Return != nil {
-		op.Return = *r.Return
-		if op.Return < op.Call {
-			return fmt.Errorf("\"return\" (%d) is before \"call\" (%d)", op.Return, op.Call)
-		}
 	}
 	if r.Request == nil {
 		return errors.New(`a lease record needs a "request"`)

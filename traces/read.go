@@ -264,6 +264,25 @@ func need[T any](p *T, field string) (T, error) {
 }
 
 // needTime returns a required time, which must not be negative.
+// clientTimes reads the "client", "call" and "return" fields that an
+// operation's record and a lease record share: a client and a call time are
+// required, a return (absent while the outcome is unknown) is not before the call.
+func clientTimes(client *int, call, ret *int64) (c int, callT, retT int64, err error) {
+	if c, err = need(client, "client"); err != nil {
+		return
+	}
+	if callT, err = needTime(call, "call"); err != nil {
+		return
+	}
+	if ret != nil {
+		retT = *ret
+		if retT < callT {
+			err = fmt.Errorf("\"return\" (%d) is before \"call\" (%d)", retT, callT)
+		}
+	}
+	return
+}
+
 func needTime(p *int64, field string) (int64, error) {
 	t, err := need(p, field)
 	if err == nil {
@@ -304,17 +323,8 @@ func (rd *reader) record(line []byte, lineNo int) error {
 		}
 		op := Op{Line: lineNo, Error: r.Error}
 		var err error
-		if op.Client, err = need(r.Client, "client"); err != nil {
+		if op.Client, op.Call, op.Return, err = clientTimes(r.Client, r.Call, r.Return); err != nil {
 			return err
-		}
-		if op.Call, err = needTime(r.Call, "call"); err != nil {
-			return err
-		}
-		if r.Return != nil {
-			op.Return = *r.Return
-			if op.Return < op.Call {
-				return fmt.Errorf("\"return\" (%d) is before \"call\" (%d)", op.Return, op.Call)
-			}
 		}
 		if op.Request, op.Serializable, err = fromWireRequest(r.Request, rd.v); err != nil {
 			return err
