@@ -38,6 +38,20 @@ type deletion struct {
 	Prev      int64 // the deleted version's ModRevision, 0 when not shown
 }
 
+// drawServerDeletion draws one of the server's deletions of a lease subject
+// (and returns them all); ok is false when the subject has none, or the drawn
+// one was of a key without a lease.
+func drawServerDeletion(s *Subject, r *rand.Rand) (ds []deletion, d deletion, ok bool) {
+	if !leaseSubject(s) {
+		return nil, d, false
+	}
+	if ds = serverDeletions(s.Trace); len(ds) == 0 {
+		return nil, d, false
+	}
+	d = ds[r.Intn(len(ds))]
+	return ds, d, d.Lease != 0
+}
+
 func serverDeletions(t *traces.Trace) []deletion {
 	client := map[int64]bool{}
 	for _, o := range t.Ops {
@@ -157,15 +171,8 @@ var leaseOperators = []*Operator{
 		Properties: []spec.Property{spec.LeaseExpiry},
 		apply: func(m *Mutant, r *rand.Rand) bool {
 			s := m.Subject
-			if !leaseSubject(s) {
-				return false
-			}
-			ds := serverDeletions(s.Trace)
-			if len(ds) == 0 {
-				return false
-			}
-			d := ds[r.Intn(len(ds))]
-			if d.Lease == 0 {
+			ds, d, ok := drawServerDeletion(s, r)
+			if !ok {
 				return false
 			}
 			first := d.Time
@@ -200,16 +207,8 @@ var leaseOperators = []*Operator{
 			"deleted a key no lease holds (§3.14 LeaseDeletes)",
 		Properties: []spec.Property{spec.LeaseDeletes},
 		apply: func(m *Mutant, r *rand.Rand) bool {
-			s := m.Subject
-			if !leaseSubject(s) {
-				return false
-			}
-			ds := serverDeletions(s.Trace)
-			if len(ds) == 0 {
-				return false
-			}
-			d := ds[r.Intn(len(ds))]
-			if d.Lease == 0 || d.Prev == 0 {
+			_, d, ok := drawServerDeletion(m.Subject, r)
+			if !ok || d.Prev == 0 {
 				return false
 			}
 			m.setVersionLease(d.Key, d.Prev, 0)
