@@ -83,6 +83,7 @@ func checkPasses(t *testing.T, tr *traces.Trace, raw []byte, single bool) *linea
 	}
 	t.Logf("checks %v via %s", res.Checks, res.Method)
 	if t.Failed() {
+		logEvidence(t, tr, res)
 		keepTrace(t, raw)
 		if html, err := res.WriteHTML(t.ArtifactDir()); html != "" || err != nil {
 			t.Logf("visualisation: %s %v", html, err)
