@@ -23,7 +23,6 @@ import (
 	"github.com/prometheus/common/model"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/etcdctl/v3/ctlv3"
 	"go.uber.org/zap"
 
 	"github.com/watchspec/watchspec/internal/etcdtest"
@@ -50,15 +49,8 @@ func TestAlarmsSameAsEtcd(t *testing.T) {
 	compareTranscripts(t, "etcd "+etcdtest.Version, alarmScript(t, rc), wantAlarmScript)
 }
 
-// TestMain lets the test binary act as etcdctl (etcd's own command, at the
-// version of go.mod) when WATCHSPEC_TEST_AS_ETCDCTL=1, so that tests run
-// the real etcdctl against this server and against etcd without building
-// anything.
+// TestMain closes the shared etcd when the tests are done.
 func TestMain(m *testing.M) {
-	if os.Getenv("WATCHSPEC_TEST_AS_ETCDCTL") == "1" {
-		ctlv3.MustStart()
-		os.Exit(0)
-	}
 	code := m.Run()
 	if settled.c != nil {
 		settled.c.Close()
@@ -114,11 +106,14 @@ func settledEtcd(t *testing.T) string {
 // to run) replaced, zap's log lines dropped.
 func etcdctl(t *testing.T, endpoint string, member uint64, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], append([]string{"--endpoints=" + endpoint}, args...)...)
-	cmd.Env = append(os.Environ(), "WATCHSPEC_TEST_AS_ETCDCTL=1")
+	bin, err := etcdtest.EtcdctlBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, append([]string{"--endpoints=" + endpoint}, args...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
+	err = cmd.Run()
 	code := 0
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {

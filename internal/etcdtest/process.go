@@ -33,25 +33,53 @@ var (
 )
 
 func buildMember() (string, error) {
+	return buildCached("etcdmember", "tests", "./cmd/etcdmember",
+		[]string{"go.work", "go.work.sum", "tests/go.mod", "tests/go.sum", "tests/cmd/etcdmember/main.go"}, nil)
+}
+
+// EtcdctlBinary returns the path of etcd's own etcdctl, at the version the
+// root module requires, built without the race detector whatever the
+// calling test does (a race-built test binary posing as etcdctl takes a
+// second to start; this one takes milliseconds). It is built once per
+// change of go.mod and go.sum and cached like the etcdmember command.
+func EtcdctlBinary() (string, error) {
+	etcdctlOnce.Do(func() {
+		etcdctlPath, etcdctlErr = buildCached("etcdctl", ".", "go.etcd.io/etcd/etcdctl/v3", []string{"go.mod", "go.sum"},
+			[]string{"GOWORK=off"}) // the root module's versions, not the workspace's
+	})
+	return etcdctlPath, etcdctlErr
+}
+
+var (
+	etcdctlOnce sync.Once
+	etcdctlPath string
+	etcdctlErr  error
+)
+
+// buildCached builds the command pkg in the module at dir (relative to the
+// repository's root) as name, unless the cache already holds it for the
+// current contents of the files hashed (relative to the root), with env
+// added to the go command's environment.
+func buildCached(name, dir, pkg string, hashed, env []string) (string, error) {
 	_, file, _, ok := runtime.Caller(0)
 	if !ok {
-		return "", errors.New("etcdtest: cannot locate this package's source, and so the tests module (tests/cmd/etcdmember) beside it")
+		return "", fmt.Errorf("etcdtest: cannot locate this package's source, and so the repository that builds %s", name)
 	}
 	root := filepath.Join(filepath.Dir(file), "..", "..")
-	testsDir := filepath.Join(root, "tests")
-	if _, err := os.Stat(filepath.Join(testsDir, "cmd", "etcdmember", "main.go")); err != nil {
-		return "", fmt.Errorf("etcdtest: etcd members run the tests module's etcdmember command, built from a checkout of the repository, and %s has none (%v)", testsDir, err)
+	modDir := filepath.Join(root, dir)
+	if _, err := os.Stat(filepath.Join(modDir, "go.mod")); err != nil {
+		return "", fmt.Errorf("etcdtest: %s is built from a checkout of the repository, and %s has no go.mod (%v)", name, modDir, err)
 	}
 	goCmd, err := exec.LookPath("go")
 	if err != nil {
-		return "", fmt.Errorf("etcdtest: etcd members run the etcdmember command, built with the go command, and none is on PATH (%v): put Go's bin directory on PATH", err)
+		return "", fmt.Errorf("etcdtest: %s is built with the go command, and none is on PATH (%v): put Go's bin directory on PATH", name, err)
 	}
 	h := sha256.New()
-	fmt.Fprintf(h, "%s %s/%s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
-	for _, f := range []string{"go.work", "go.work.sum", "tests/go.mod", "tests/go.sum", "tests/cmd/etcdmember/main.go"} {
+	fmt.Fprintf(h, "%s %s/%s %s %q\n", runtime.Version(), runtime.GOOS, runtime.GOARCH, pkg, env)
+	for _, f := range hashed {
 		b, err := os.ReadFile(filepath.Join(root, f))
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			return "", fmt.Errorf("etcdtest: hashing the etcdmember sources: %v", err)
+			return "", fmt.Errorf("etcdtest: hashing the sources of %s: %v", name, err)
 		}
 		fmt.Fprintf(h, "%s %d\n", f, len(b))
 		h.Write(b)
@@ -64,9 +92,9 @@ func buildMember() (string, error) {
 		cache = filepath.Join(cache, "watchspec")
 	}
 	if err := os.MkdirAll(cache, 0o755); err != nil {
-		return "", fmt.Errorf("etcdtest: the etcdmember cache: %v", err)
+		return "", fmt.Errorf("etcdtest: the cache of %s: %v", name, err)
 	}
-	bin := filepath.Join(cache, fmt.Sprintf("etcdmember-%x", h.Sum(nil)[:12]))
+	bin := filepath.Join(cache, fmt.Sprintf("%s-%x", name, h.Sum(nil)[:12]))
 	if _, err := os.Stat(bin); err == nil {
 		return bin, nil
 	}
@@ -74,19 +102,19 @@ func buildMember() (string, error) {
 	// build at the same time each install a whole binary.
 	tmp, err := os.MkdirTemp(cache, "build-")
 	if err != nil {
-		return "", fmt.Errorf("etcdtest: the etcdmember cache: %v", err)
+		return "", fmt.Errorf("etcdtest: the cache of %s: %v", name, err)
 	}
 	defer os.RemoveAll(tmp)
-	cmd := exec.Command(goCmd, "build", "-o", filepath.Join(tmp, "etcdmember"), "./cmd/etcdmember")
-	cmd.Dir = testsDir
+	cmd := exec.Command(goCmd, "build", "-o", filepath.Join(tmp, name), pkg)
+	cmd.Dir = modDir
 	// The helper runs without the race detector whatever the test does:
 	// etcd is 6-65 times slower under it, and its races are not ours.
-	cmd.Env = append(os.Environ(), "GOFLAGS=-buildvcs=false")
+	cmd.Env = append(append(os.Environ(), "GOFLAGS=-buildvcs=false"), env...)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("etcdtest: building the etcdmember command (go build ./cmd/etcdmember in %s): %v\n%s", testsDir, err, out)
+		return "", fmt.Errorf("etcdtest: building %s (go build %s in %s): %v\n%s", name, pkg, modDir, err, out)
 	}
-	if err := os.Rename(filepath.Join(tmp, "etcdmember"), bin); err != nil {
-		return "", fmt.Errorf("etcdtest: installing the etcdmember command: %v", err)
+	if err := os.Rename(filepath.Join(tmp, name), bin); err != nil {
+		return "", fmt.Errorf("etcdtest: installing %s: %v", name, err)
 	}
 	return bin, nil
 }
