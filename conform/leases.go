@@ -39,7 +39,7 @@ type heldLease struct {
 	fate      leaseFate
 	keys      int // keys put with it
 	keepUntil time.Time
-	expiresBy time.Time // when to ask whether it has expired
+	expiresBy time.Time          // when to ask whether it has expired
 	stopKeep  context.CancelFunc // of a KeepAlive stream
 }
 

@@ -243,7 +243,7 @@ type Stats struct {
 	// LeaseExpiries the leases they saw expire (TimeToLive answered -1
 	// for a lease they had not revoked).
 	LeaseGrants, LeaseRevokes, LeasedPuts, KeepAlives, LeaseExpiries int64
-	Duration        time.Duration
+	Duration                                                         time.Duration
 }
 
 // run is the shared state of one run.
