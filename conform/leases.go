@@ -37,18 +37,18 @@ const (
 type heldLease struct {
 	id        clientv3.LeaseID
 	fate      leaseFate
-	keys      int // keys put with it
-	keepUntil time.Time
+	keys      int                // keys put with it
+	keepUntil time.Time          // keep alive until (fateRevoke: revoke after)
 	expiresBy time.Time          // when to ask whether it has expired
 	stopKeep  context.CancelFunc // of a KeepAlive stream
 }
 
-// leaseKeys are the keys lease clients put with leases, under the run's
+// leaseKeys are the keys lease client i puts with leases, under the run's
 // prefix "l/" (which the KV clients only read).
-func (r *run) leaseKeys() []string {
+func (r *run) leaseKeys(i int) []string {
 	var ks []string
-	for j := range 6 {
-		ks = append(ks, fmt.Sprintf("%sl/%d", r.prefix, j))
+	for j := range 5 {
+		ks = append(ks, fmt.Sprintf("%sl/%d/%d", r.prefix, i, j))
 	}
 	return ks
 }
@@ -57,10 +57,11 @@ func (r *run) leaseKeys() []string {
 // leases it still holds, so that no expiry of this run's leases deletes
 // anything after it (revisions are store-wide).
 //
-// Each step draws from the seeded rng: grant a lease (TTL 1 or 2 s — etcd
-// raises 1 to its minimum, 2 s — to be kept alive for a while or left to
-// expire, or 10–30 s to be revoked), put a leased key (alone, or two of
-// them in one transaction), keep a lease alive once, ask a lease's time to
+// Each step draws from the seeded rng: grant a lease (TTL 1 or 2 s — a
+// server may raise 1 to its minimum, 2 s with etcd's default flags — to be
+// kept alive for a while or left to expire, or 10–30 s to be revoked after
+// 0.5–2.5 s), put a leased key (alone, or two
+// or three in one transaction), keep a lease alive once, ask a lease's time to
 // live with its keys, list the leases, revoke a lease, overwrite a leased
 // key without a lease (which detaches it), or put with a lease that is gone
 // (refused: "requested lease not found").
@@ -73,7 +74,7 @@ func (r *run) leaseClient(ctx context.Context, i int) error {
 	rng := rand.New(rand.NewPCG(uint64(r.cfg.Seed), uint64(5000+i)))
 	c := r.rec.Client(cli)
 	ls := r.rec.NewLease(cli.Lease)
-	keys := r.leaseKeys()
+	keys := r.leaseKeys(i)
 	var held []*heldLease
 	var gone []clientv3.LeaseID // revoked or seen expired
 	rctx := func(parent context.Context) (context.Context, context.CancelFunc) {
@@ -140,6 +141,9 @@ func (r *run) leaseClient(ctx context.Context, i int) error {
 			}
 			r.stats.leaseGrants.Add(1)
 			h = &heldLease{id: g.ID, fate: fate, keepUntil: time.Now().Add(time.Duration(300+rng.IntN(900)) * time.Millisecond)}
+			if fate == fateRevoke {
+				h.keepUntil = time.Now().Add(time.Duration(500+rng.IntN(2000)) * time.Millisecond)
+			}
 			// etcd looks for expired leases every 500 ms.
 			h.expiresBy = time.Now().Add(time.Duration(g.TTL)*time.Second + 600*time.Millisecond)
 			if fate != fateExpire {
@@ -163,20 +167,18 @@ func (r *run) leaseClient(ctx context.Context, i int) error {
 			// Put one leased key, or two in one transaction.
 			k := keys[rng.IntN(len(keys))]
 			req := kv.Request{Put: &kv.PutRequest{Key: k, Value: r.value(5000 + i), Lease: int64(h.id), PrevKV: rng.IntN(2) == 0}}
-			if rng.IntN(4) == 0 {
-				k2 := keys[rng.IntN(len(keys))]
-				req = kv.Request{Txn: &kv.TxnRequest{Success: []kv.Op{
-					{Put: &kv.PutRequest{Key: k, Value: r.value(5000 + i), Lease: int64(h.id)}},
-					{Put: &kv.PutRequest{Key: k2, Value: r.value(5000 + i), Lease: int64(h.id)}},
-				}}}
-				if k2 == k {
-					req.Txn.Success = req.Txn.Success[:1]
+			n := 1
+			if rng.IntN(3) == 0 {
+				txn := &kv.TxnRequest{}
+				for _, j := range rng.Perm(len(keys))[:2+rng.IntN(2)] {
+					txn.Success = append(txn.Success, kv.Op{Put: &kv.PutRequest{Key: keys[j], Value: r.value(5000 + i), Lease: int64(h.id)}})
 				}
+				req, n = kv.Request{Txn: txn}, len(txn.Success)
 			}
 			resp, err := r.do(ctx, c, req)
 			if err == nil && resp.Err == nil {
-				h.keys++
-				r.stats.leasedPuts.Add(1)
+				h.keys += n
+				r.stats.leasedPuts.Add(int64(n))
 			}
 		case p < 65:
 			tctx, cancel := rctx(ctx)
@@ -192,7 +194,7 @@ func (r *run) leaseClient(ctx context.Context, i int) error {
 			lctx, cancel := rctx(ctx)
 			ls.Leases(lctx)
 			cancel()
-		case p < 78 && h.fate == fateRevoke:
+		case p < 78 && h.fate == fateRevoke && now.After(h.keepUntil):
 			vctx, cancel := rctx(ctx)
 			_, err := ls.Revoke(vctx, h.id)
 			cancel()
