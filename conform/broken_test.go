@@ -87,6 +87,10 @@ func TestBrokenServers(t *testing.T) {
 		// SPEC §2.11 LeaseExpiry: leases forgotten across a restart, their
 		// keys deleted before the TTL a grant or keep-alive promised.
 		{name: "forget leases across a restart", want: spec.LeaseExpiry, every: 1, mutant: brokenstore.ForgetLeases, leases: true, restart: true, seed: 31},
+		// SPEC §2.11 LeaseExpiry: leases forgotten across a restart, their
+		// keys kept: a keep-alive or time-to-live finds a lease gone before
+		// the TTL a grant or keep-alive promised.
+		{name: "forget leases across a restart, keep their keys", want: spec.LeaseExpiry, every: 1, mutant: brokenstore.ForgetLeasesKeepKeys, leases: true, restart: true, seed: 32},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := &brokenstore.Strikes{Every: tc.every}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -57,7 +58,8 @@ func (r *run) leaseKeys(i int) []string {
 // leases it still holds, so that no expiry of this run's leases deletes
 // anything after it (revisions are store-wide).
 //
-// Each step draws from the seeded rng: grant a lease (TTL 1 or 2 s — a
+// Each step draws from the seeded rng: grant a lease (a long one when the
+// client holds none; TTL 1 or 2 s — a
 // server may raise 1 to its minimum, 2 s with etcd's default flags — to be
 // kept alive for a while or left to expire, or 10–30 s to be revoked after
 // 0.5–2.5 s), put a leased key (alone, or two
@@ -129,6 +131,9 @@ func (r *run) leaseClient(ctx context.Context, i int) error {
 		switch {
 		case p < 20 && len(held) < 4 || h == nil:
 			fate := leaseFate(rng.IntN(4))
+			if !slices.ContainsFunc(held, func(h *heldLease) bool { return h.fate == fateRevoke }) {
+				fate = fateRevoke // always one long lease, with keys, live
+			}
 			ttl := int64(1 + rng.IntN(2))
 			if fate == fateRevoke {
 				ttl = int64(10 + rng.IntN(21))
@@ -164,7 +169,14 @@ func (r *run) leaseClient(ctx context.Context, i int) error {
 			}
 			held = append(held, h)
 		case p < 55:
-			// Put one leased key, or two in one transaction.
+			// Put one leased key, or two or three in one transaction; half
+			// of the time with the long lease, so that its revoke deletes
+			// several keys.
+			if rng.IntN(2) == 0 {
+				if j := slices.IndexFunc(held, func(h *heldLease) bool { return h.fate == fateRevoke }); j >= 0 {
+					h = held[j]
+				}
+			}
 			k := keys[rng.IntN(len(keys))]
 			req := kv.Request{Put: &kv.PutRequest{Key: k, Value: r.value(5000 + i), Lease: int64(h.id), PrevKV: rng.IntN(2) == 0}}
 			n := 1
@@ -213,11 +225,24 @@ func (r *run) leaseClient(ctx context.Context, i int) error {
 			r.do(ctx, c, kv.Request{Put: &kv.PutRequest{Key: keys[rng.IntN(len(keys))], Value: r.value(5000 + i), Lease: int64(id)}})
 		}
 	}
-	// Unless a lease of the run was seen to expire, wait (up to 4 s) for
-	// one: a restart counts a lease's TTL again, so restarts every second
-	// keep 2 s leases from ever expiring while the workload runs.
+	// Unless a lease of the run was seen to expire, wait (up to 5 s) for
+	// one, granting one if need be: a restart counts a lease's TTL again,
+	// so restarts every second keep 2 s leases from ever expiring while
+	// the workload runs.
 	octx := context.WithoutCancel(ctx)
-	for deadline := time.Now().Add(4 * time.Second); r.stats.leaseExpiries.Load() == 0 && time.Now().Before(deadline); {
+	if r.stats.leaseExpiries.Load() == 0 && !slices.ContainsFunc(held, func(h *heldLease) bool { return h.fate != fateRevoke }) {
+		// None left to expire: grant one, with a key.
+		gctx, cancel := rctx(octx)
+		if g, err := ls.Grant(gctx, 1); err == nil {
+			r.stats.leaseGrants.Add(1)
+			held = append(held, &heldLease{id: g.ID, fate: fateExpire})
+			if resp, err := r.do(octx, c, kv.Request{Put: &kv.PutRequest{Key: keys[0], Value: r.value(5000 + i), Lease: int64(g.ID)}}); err == nil && resp.Err == nil {
+				r.stats.leasedPuts.Add(1)
+			}
+		}
+		cancel()
+	}
+	for deadline := time.Now().Add(5 * time.Second); r.stats.leaseExpiries.Load() == 0 && time.Now().Before(deadline); {
 		expiring := false
 		for j, h := range held {
 			if h.fate == fateRevoke {
@@ -242,11 +267,15 @@ func (r *run) leaseClient(ctx context.Context, i int) error {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	// Revoke what is left, so that nothing of this run expires after it.
+	// Revoke what is left, so that nothing of this run expires after it,
+	// after asking each its time to live.
 	for _, h := range held {
 		if h.stopKeep != nil {
 			h.stopKeep()
 		}
+		tctx, cancel := rctx(octx)
+		ls.TimeToLive(tctx, h.id, clientv3.WithAttachedKeys())
+		cancel()
 		vctx, cancel := rctx(octx)
 		if _, err := ls.Revoke(vctx, h.id); err == nil {
 			r.stats.leaseRevokes.Add(1)

@@ -6,10 +6,11 @@
 // [DuplicateEvent] §3.2 Unique, [ReorderEvents] §3.1 Ordered,
 // [SplitRevision] §3.4 Atomic, [ProgressBeforeEvents] §3.6 Bookmarkable,
 // [SilentCompaction] §3.11 CompactedCancel, [StaleRead] §2.7 Linearizable,
-// [EarlyExpiry] and [ForgetLeases] §2.11 LeaseExpiry, [SplitLeaseDeletion]
+// [EarlyExpiry], [ForgetLeases] and [ForgetLeasesKeepKeys] §2.11
+// LeaseExpiry, [SplitLeaseDeletion]
 // §3.15 LeaseAtomic (the lease mutants need a run with lease clients,
-// conform.Config.Leases; ForgetLeases a restart of the backend that calls
-// [Proxy.Restarted]).
+// conform.Config.Leases; the ForgetLeases mutants a restart of the backend
+// that calls [Proxy.Restarted]).
 // The zero Mutant is a faithful proxy. watchspec's own tests
 // (conform/broken_test.go) show that the checker names each one.
 //
@@ -69,6 +70,11 @@ type Mutant struct {
 	Revoke func(ctx context.Context, lease pb.LeaseClient, kv pb.KVClient, r *pb.LeaseRevokeRequest)
 	// Restarted, when set, is called by [Proxy.Restarted].
 	Restarted func(ctx context.Context, lease pb.LeaseClient) error
+	// Gone, when set, says that the proxy answers for lease id as for a
+	// lease that does not exist: a keep-alive with TTL 0, a time-to-live
+	// with TTL -1, a revoke with "requested lease not found", a list
+	// without it (the backend keeps it, and the keys put with it).
+	Gone func(id int64) bool
 }
 
 // Strikes decides which of a mutant's opportunities it takes — the first,

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc"
 )
 
@@ -28,7 +30,12 @@ func (p *leaseProxy) LeaseGrant(ctx context.Context, r *pb.LeaseGrantRequest) (*
 	return resp, err
 }
 
+func (p *leaseProxy) gone(id int64) bool { return p.m.Gone != nil && p.m.Gone(id) }
+
 func (p *leaseProxy) LeaseRevoke(ctx context.Context, r *pb.LeaseRevokeRequest) (*pb.LeaseRevokeResponse, error) {
+	if p.gone(r.ID) {
+		return nil, rpctypes.ErrGRPCLeaseNotFound
+	}
 	if p.m.Revoke != nil {
 		p.m.Revoke(ctx, p.backend, p.kv, r)
 	}
@@ -36,14 +43,24 @@ func (p *leaseProxy) LeaseRevoke(ctx context.Context, r *pb.LeaseRevokeRequest) 
 }
 
 func (p *leaseProxy) LeaseTimeToLive(ctx context.Context, r *pb.LeaseTimeToLiveRequest) (*pb.LeaseTimeToLiveResponse, error) {
-	return p.backend.LeaseTimeToLive(ctx, r)
+	resp, err := p.backend.LeaseTimeToLive(ctx, r)
+	if err == nil && p.gone(r.ID) {
+		// etcd's answer for a lease it does not know (v3rpc/lease.go).
+		resp = &pb.LeaseTimeToLiveResponse{Header: resp.Header, ID: r.ID, TTL: -1}
+	}
+	return resp, err
 }
 
 func (p *leaseProxy) LeaseLeases(ctx context.Context, r *pb.LeaseLeasesRequest) (*pb.LeaseLeasesResponse, error) {
-	return p.backend.LeaseLeases(ctx, r)
+	resp, err := p.backend.LeaseLeases(ctx, r)
+	if err == nil {
+		resp.Leases = slices.DeleteFunc(resp.Leases, func(l *pb.LeaseStatus) bool { return p.gone(l.ID) })
+	}
+	return resp, err
 }
 
-// LeaseKeepAlive forwards a keep-alive stream both ways, unchanged.
+// LeaseKeepAlive forwards a keep-alive stream both ways, but answers for a
+// lease the mutant says is gone itself.
 func (p *leaseProxy) LeaseKeepAlive(client pb.Lease_LeaseKeepAliveServer) error {
 	ctx, cancel := context.WithCancel(client.Context())
 	defer cancel()
@@ -51,6 +68,7 @@ func (p *leaseProxy) LeaseKeepAlive(client pb.Lease_LeaseKeepAliveServer) error 
 	if err != nil {
 		return err
 	}
+	var mu sync.Mutex // serialises sends to the client
 	go func() {
 		defer cancel()
 		for {
@@ -59,7 +77,18 @@ func (p *leaseProxy) LeaseKeepAlive(client pb.Lease_LeaseKeepAliveServer) error 
 				backend.CloseSend()
 				return
 			}
-			if err != nil || backend.Send(req) != nil {
+			if err != nil {
+				return
+			}
+			if p.gone(req.ID) {
+				// etcd answers TTL 0 for a lease it does not know.
+				mu.Lock()
+				err = client.Send(&pb.LeaseKeepAliveResponse{Header: &pb.ResponseHeader{}, ID: req.ID})
+				mu.Unlock()
+			} else {
+				err = backend.Send(req)
+			}
+			if err != nil {
 				return
 			}
 		}
@@ -69,7 +98,10 @@ func (p *leaseProxy) LeaseKeepAlive(client pb.Lease_LeaseKeepAliveServer) error 
 		if err != nil {
 			return err
 		}
-		if err := client.Send(resp); err != nil {
+		mu.Lock()
+		err = client.Send(resp)
+		mu.Unlock()
+		if err != nil {
 			return err
 		}
 	}
@@ -180,4 +212,45 @@ func ForgetLeases(st *Strikes) *Mutant {
 		}
 		return nil
 	}}
+}
+
+// ForgetLeasesKeepKeys loses the server's leases when it restarts
+// ([Proxy.Restarted]) but keeps their keys, as a server that does not
+// persist its leases would: from then on it answers for every lease that
+// was live as for one that does not exist — a keep-alive with TTL 0, a
+// time-to-live with TTL -1, a revoke with "requested lease not found" —
+// while etcd keeps its leases and counts their TTLs again (SPEC §2.9). The
+// lease is seen gone before the TTL a grant or keep-alive promised. SPEC
+// §2.11 LeaseExpiry.
+//
+// Each lease live at a restart is an opportunity; each answer it fakes is
+// counted as applied. (Puts naming a forgotten lease still reach the
+// backend, which knows it; so do its expiry and its keys.)
+func ForgetLeasesKeepKeys(st *Strikes) *Mutant {
+	var mu sync.Mutex
+	forgotten := map[int64]bool{}
+	return &Mutant{
+		Restarted: func(ctx context.Context, backend pb.LeaseClient) error {
+			ls, err := backend.LeaseLeases(ctx, &pb.LeaseLeasesRequest{})
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, l := range ls.Leases {
+				if !forgotten[l.ID] && st.Take() {
+					forgotten[l.ID] = true
+				}
+			}
+			return nil
+		},
+		Gone: func(id int64) bool {
+			mu.Lock()
+			defer mu.Unlock()
+			if forgotten[id] {
+				st.Applied.Add(1)
+			}
+			return forgotten[id]
+		},
+	}
 }
