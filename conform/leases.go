@@ -170,17 +170,18 @@ func (r *run) leaseClient(ctx context.Context, i int) error {
 			held = append(held, h)
 		case p < 55:
 			// Put one leased key, or two or three in one transaction; half
-			// of the time with the long lease, so that its revoke deletes
-			// several keys.
+			// of the time with the long lease, two or three keys at once,
+			// so that its revoke deletes several keys.
+			long := false
 			if rng.IntN(2) == 0 {
 				if j := slices.IndexFunc(held, func(h *heldLease) bool { return h.fate == fateRevoke }); j >= 0 {
-					h = held[j]
+					h, long = held[j], true
 				}
 			}
 			k := keys[rng.IntN(len(keys))]
 			req := kv.Request{Put: &kv.PutRequest{Key: k, Value: r.value(5000 + i), Lease: int64(h.id), PrevKV: rng.IntN(2) == 0}}
 			n := 1
-			if rng.IntN(3) == 0 {
+			if long || rng.IntN(3) == 0 {
 				txn := &kv.TxnRequest{}
 				for _, j := range rng.Perm(len(keys))[:2+rng.IntN(2)] {
 					txn.Success = append(txn.Success, kv.Op{Put: &kv.PutRequest{Key: keys[j], Value: r.value(5000 + i), Lease: int64(h.id)}})
@@ -206,7 +207,9 @@ func (r *run) leaseClient(ctx context.Context, i int) error {
 			lctx, cancel := rctx(ctx)
 			ls.Leases(lctx)
 			cancel()
-		case p < 78 && h.fate == fateRevoke && now.After(h.keepUntil):
+		case p < 78 && h.fate == fateRevoke && now.After(h.keepUntil) && (h.keys >= 2 || now.After(h.keepUntil.Add(time.Second))):
+			// Revoke a long lease once it has had keys (or waited a
+			// second more).
 			vctx, cancel := rctx(ctx)
 			_, err := ls.Revoke(vctx, h.id)
 			cancel()
