@@ -146,25 +146,34 @@ func attachedKeys(ctx context.Context, backend pb.LeaseClient, id int64) int {
 	return len(t.Keys)
 }
 
-// EarlyExpiry expires a lease before its TTL: 0.6·TTL after the grant, when
-// keys are attached to it, it revokes it on the backend, which deletes its
-// keys — no client revoked it, and the grant said it would live at least
-// TTL seconds from the grant's call. SPEC §2.11 LeaseExpiry.
+// EarlyExpiry expires a lease before its TTL: from 0.3 s after the grant
+// until 0.7·TTL, it looks every 100 ms whether keys are attached to the
+// lease, and at the first sight of one revokes the lease on the backend,
+// which deletes its keys — no client revoked it, and the grant said it
+// would live at least TTL seconds from the grant's call. SPEC §2.11
+// LeaseExpiry.
 //
-// Only leases with keys attached then are opportunities: the expiry of a
-// lease without keys deletes nothing a watch could see.
+// Only leases with keys attached in that window are opportunities: the
+// expiry of a lease without keys deletes nothing a watch could see.
 func EarlyExpiry(st *Strikes) *Mutant {
 	return &Mutant{Granted: func(backend pb.LeaseClient, _ pb.KVClient, g *pb.LeaseGrantResponse) {
-		time.AfterFunc(time.Duration(g.TTL)*600*time.Millisecond, func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			if attachedKeys(ctx, backend, g.ID) == 0 || !st.Take() {
-				return
+		go func() {
+			until := time.Now().Add(time.Duration(g.TTL) * 700 * time.Millisecond)
+			time.Sleep(300 * time.Millisecond)
+			for ; time.Now().Before(until); time.Sleep(100 * time.Millisecond) {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				n := attachedKeys(ctx, backend, g.ID)
+				if n > 0 && st.Take() {
+					if _, err := backend.LeaseRevoke(ctx, &pb.LeaseRevokeRequest{ID: g.ID}); err == nil {
+						st.Applied.Add(1)
+					}
+				}
+				cancel()
+				if n > 0 {
+					return
+				}
 			}
-			if _, err := backend.LeaseRevoke(ctx, &pb.LeaseRevokeRequest{ID: g.ID}); err == nil {
-				st.Applied.Add(1)
-			}
-		})
+		}()
 	}}
 }
 
