@@ -105,6 +105,11 @@ func TestBrokenServers(t *testing.T) {
 			if tc.leases {
 				cfg.Leases = 2
 			}
+			if tc.restart {
+				// A restart under load may take a second: leave the
+				// clients time to use the restarted server.
+				cfg.Duration = 3 * time.Second
+			}
 			tr, raw, stats := recordBroken(t, tc.mutant(st), cfg, tc.restart)
 			t.Logf("stats %+v; mutant: %d opportunities, %d applied", stats, st.Opportunities.Load(), st.Applied.Load())
 			if tc.provokes && st.Opportunities.Load() == 0 {
