@@ -44,7 +44,11 @@ func TestBrokenServers(t *testing.T) {
 		// a slow consumer delays at will. Without compaction the fault has
 		// exactly one name.
 		noCompaction bool
-		seed         int64
+		// leases runs lease clients (Config.Leases); restart restarts the
+		// server every 700 ms on its data directory, and tells the proxy
+		// (Proxy.Restarted).
+		leases, restart bool
+		seed            int64
 	}{
 		// The proxy itself: forwarding changes nothing. SPEC §2–§3.
 		{name: "faithful", every: 1, mutant: func(*brokenstore.Strikes) *brokenstore.Mutant { return &brokenstore.Mutant{} }, seed: 20},
@@ -71,6 +75,22 @@ func TestBrokenServers(t *testing.T) {
 		// not linearizable has no committed history to check watches
 		// against, so nothing else can be reported.
 		{name: "stale read", want: spec.Linearizable, every: 3, mutant: brokenstore.StaleRead, seed: 27},
+		// The proxy with lease clients, restarted: forwarding the Lease
+		// service changes nothing. SPEC §2.9–§2.11, §3.14, §3.15.
+		{name: "faithful with leases", every: 1, mutant: func(*brokenstore.Strikes) *brokenstore.Mutant { return &brokenstore.Mutant{} },
+			leases: true, restart: true, seed: 28},
+		// SPEC §2.11 LeaseExpiry: a lease expired before its TTL.
+		{name: "early expiry", want: spec.LeaseExpiry, every: 1, mutant: brokenstore.EarlyExpiry, leases: true, seed: 29},
+		// SPEC §3.15 LeaseAtomic: a revoked lease's keys deleted at two
+		// revisions.
+		{name: "split a lease's deletion", want: spec.LeaseAtomic, every: 1, mutant: brokenstore.SplitLeaseDeletion, leases: true, seed: 30},
+		// SPEC §2.11 LeaseExpiry: leases forgotten across a restart, their
+		// keys deleted before the TTL a grant or keep-alive promised.
+		{name: "forget leases across a restart", want: spec.LeaseExpiry, every: 1, mutant: brokenstore.ForgetLeases, leases: true, restart: true, seed: 31},
+		// SPEC §2.11 LeaseExpiry: leases forgotten across a restart, their
+		// keys kept: a keep-alive or time-to-live finds a lease gone before
+		// the TTL a grant or keep-alive promised.
+		{name: "forget leases across a restart, keep their keys", want: spec.LeaseExpiry, every: 1, mutant: brokenstore.ForgetLeasesKeepKeys, leases: true, restart: true, seed: 32},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := &brokenstore.Strikes{Every: tc.every}
@@ -82,7 +102,15 @@ func TestBrokenServers(t *testing.T) {
 			if tc.noCompaction {
 				cfg.CompactEvery = -1
 			}
-			tr, raw, stats := recordBroken(t, tc.mutant(st), cfg)
+			if tc.leases {
+				cfg.Leases = 2
+			}
+			if tc.restart {
+				// A restart under load may take a second: leave the
+				// clients time to use the restarted server.
+				cfg.Duration = 3 * time.Second
+			}
+			tr, raw, stats := recordBroken(t, tc.mutant(st), cfg, tc.restart)
 			t.Logf("stats %+v; mutant: %d opportunities, %d applied", stats, st.Opportunities.Load(), st.Applied.Load())
 			if tc.provokes && st.Opportunities.Load() == 0 {
 				t.Fatal("the proxy found no opportunity: the control proves nothing; change the seed or the duration")
@@ -123,20 +151,36 @@ func TestBrokenServers(t *testing.T) {
 }
 
 // recordBroken starts the reference server behind a proxy with mutant m,
-// runs the workload through the proxy, and returns the trace, as parsed and
-// as recorded.
-func recordBroken(t *testing.T, m *brokenstore.Mutant, cfg Config) (*traces.Trace, []byte, Stats) {
+// runs the workload through the proxy (restarting the server, with
+// restart), and returns the trace, as parsed and as recorded.
+func recordBroken(t *testing.T, m *brokenstore.Mutant, cfg Config, restart bool) (*traces.Trace, []byte, Stats) {
 	t.Helper()
-	srv, err := server.Start(t.TempDir(), "127.0.0.1:0", server.Options{})
+	dir := t.TempDir()
+	// A proxied stream may hold a graceful stop for its whole timeout.
+	opts := server.Options{StopTimeout: 200 * time.Millisecond}
+	srv, err := server.Start(dir, "127.0.0.1:0", opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.Close()
+	defer func() { srv.Close() }()
 	p, err := brokenstore.Start(srv.Addr(), m)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
+	if restart {
+		addr := srv.Addr()
+		cfg.RestartEvery = 700 * time.Millisecond
+		cfg.Restart = func(ctx context.Context) error {
+			if err := srv.Close(); err != nil {
+				return err
+			}
+			if srv, err = server.Start(dir, addr, opts); err != nil {
+				return err
+			}
+			return p.Restarted(ctx)
+		}
+	}
 	cfg.Endpoints = []string{p.Endpoint()}
 	cfg.System = "watchspec reference server behind a broken proxy (" + t.Name() + ")"
 	var buf bytes.Buffer

@@ -101,6 +101,22 @@ func logStats(t *testing.T, s Stats) {
 		s.Restarts, s.Kills, s.Duration.Round(time.Millisecond))
 }
 
+// checkLeasesUsed demands that a run with lease clients granted leases,
+// put keys with them and saw one expire, and that the checker judged the
+// server's deletions (§3.14, §3.15, §2.11) and the leased puts (§2.10).
+func checkLeasesUsed(t *testing.T, res *linearizability.Result, s Stats) {
+	t.Helper()
+	t.Logf("leases: %d grants, %d leased puts, %d keep-alives, %d revokes, %d expiries seen", s.LeaseGrants, s.LeasedPuts, s.KeepAlives, s.LeaseRevokes, s.LeaseExpiries)
+	if s.LeaseGrants == 0 || s.LeasedPuts == 0 || s.LeaseExpiries == 0 {
+		t.Errorf("the lease clients never granted a lease, put with one or saw one expire: %+v", s)
+	}
+	for _, p := range []spec.Property{spec.LeaseAttach, spec.LeaseDeletes, spec.LeaseAtomic, spec.LeaseExpiry} {
+		if res.Checks[p] == 0 {
+			t.Errorf("the workload never exercised %s", p)
+		}
+	}
+}
+
 // runSeed returns (and prints) the seed of run i of a test whose first run
 // has seed first.
 func runSeed(t *testing.T, first int64, i int) int64 {
@@ -115,7 +131,7 @@ func runSeed(t *testing.T, first int64, i int) int64 {
 func TestEtcdOneMember(t *testing.T) {
 	for i := range *etcdRuns {
 		t.Run(fmt.Sprint("run", i), func(t *testing.T) {
-			tr, raw, stats := recordEtcd(t, 1, -1, Config{Duration: *etcdDuration, Seed: runSeed(t, 1, i), Clients: 4, Watchers: 4})
+			tr, raw, stats := recordEtcd(t, 1, -1, Config{Duration: *etcdDuration, Seed: runSeed(t, 1, i), Clients: 4, Watchers: 4, Leases: 2})
 			logStats(t, stats)
 			res := checkPasses(t, tr, raw, true)
 			for _, p := range []spec.Property{spec.Linearizable, spec.Reliable, spec.Bookmarkable, spec.CompactedCancel, spec.PrevKV, spec.WriteRevision} {
@@ -126,6 +142,7 @@ func TestEtcdOneMember(t *testing.T) {
 			if stats.Streams == 0 || stats.CatchUpWatches == 0 || stats.ProgressRequests == 0 {
 				t.Errorf("the workload never shared a stream, opened catch-up watches or requested progress: %+v", stats)
 			}
+			checkLeasesUsed(t, res, stats)
 		})
 	}
 }
@@ -136,12 +153,13 @@ func TestEtcdThreeMembersWithRestart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a 3-member cluster")
 	}
-	tr, raw, stats := recordEtcd(t, 3, 1, Config{Duration: 3 * time.Second, Seed: 2, Clients: 4, Watchers: 4})
+	tr, raw, stats := recordEtcd(t, 3, 1, Config{Duration: 3 * time.Second, Seed: 2, Clients: 4, Watchers: 4, Leases: 2})
 	logStats(t, stats)
 	if stats.Restarts == 0 {
 		t.Fatal("no member was restarted")
 	}
-	checkPasses(t, tr, raw, false)
+	res := checkPasses(t, tr, raw, false)
+	checkLeasesUsed(t, res, stats)
 }
 
 // killOrRestart returns a Disrupt for cluster: on odd calls it kills a member
@@ -174,14 +192,15 @@ func TestEtcdThreeMembersWithKills(t *testing.T) {
 			}
 			defer cluster.Close()
 			seed := runSeed(t, 2, i)
-			cfg := Config{Duration: *etcdDuration, Seed: seed, Clients: 4, Watchers: 4,
+			cfg := Config{Duration: *etcdDuration, Seed: seed, Clients: 4, Watchers: 4, Leases: 2,
 				Disrupt: killOrRestart(cluster, seed), RestartEvery: time.Second}
 			tr, raw, stats := recordOn(t, cluster, cfg)
 			logStats(t, stats)
 			if stats.Kills == 0 {
 				t.Error("no member was killed")
 			}
-			checkPasses(t, tr, raw, false)
+			res := checkPasses(t, tr, raw, false)
+			checkLeasesUsed(t, res, stats)
 		})
 	}
 }

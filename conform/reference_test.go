@@ -23,6 +23,7 @@ func TestReferenceServerWithRestarts(t *testing.T) {
 	addr := r.Addr()
 	defer func() { r.Close() }()
 	cfg := Config{Endpoints: []string{r.Endpoint()}, Duration: 3 * time.Second, Seed: 3, Clients: 4, Watchers: 4,
+		Leases: 2,
 		System: "watchspec-reference", Progress: t.Logf, RestartEvery: time.Second,
 		Restart: func(context.Context) error {
 			if err := r.Close(); err != nil {
@@ -44,5 +45,6 @@ func TestReferenceServerWithRestarts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkPasses(t, tr, buf.Bytes(), true)
+	res := checkPasses(t, tr, buf.Bytes(), true)
+	checkLeasesUsed(t, res, stats)
 }

@@ -74,7 +74,7 @@ func (r *run) watchLoop(ctx context.Context, cli *clientv3.Client, c *record.Cli
 		case 0:
 			req.Key = r.keys[rng.IntN(len(r.keys))]
 		case 1:
-			sub := r.prefix + []string{"a/", "b/"}[rng.IntN(2)]
+			sub := r.prefix + r.watchSubs[rng.IntN(len(r.watchSubs))]
 			req.Key, req.RangeEnd = sub, kv.PrefixEnd(sub)
 		default:
 			req.Key, req.RangeEnd = r.prefix, kv.PrefixEnd(r.prefix)

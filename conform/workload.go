@@ -113,6 +113,15 @@ type Config struct {
 	// whole etcd KV and watch API; "kubernetes" (WorkloadKubernetes) only
 	// what the Kubernetes apiserver's etcd3 storage sends (kubernetes.go).
 	Workload string
+	// Leases is the number of lease clients (default 0: none; the
+	// kubernetes workload has none): each grants leases, puts keys with
+	// them, keeps some alive, revokes some and lets others expire, so that
+	// the server deletes keys of its own accord (docs/SPEC.md §2.9–§2.11,
+	// §3.14, §3.15), and watches over those keys, with prevKV, see it. A
+	// store that serves no Lease API answers every lease request with an
+	// error (an unknown outcome) and every leased put with one: nothing
+	// is checked of it then.
+	Leases int
 	// Restart, when set, is called every RestartEvery to restart the
 	// server; clients must ride through it.
 	Restart      func(context.Context) error
@@ -146,6 +155,9 @@ func (c *Config) defaults() error {
 	}
 	if c.Watchers < 0 {
 		c.Watchers = 0
+	}
+	if c.Leases < 0 || c.Workload == WorkloadKubernetes {
+		c.Leases = 0
 	}
 	if c.WatchesPerStream <= 0 {
 		c.WatchesPerStream = 4
@@ -226,7 +238,12 @@ type Stats struct {
 	Compactions, BaseCompaction, BaseRevision int64
 	// Restarts and Kills count the disruptions.
 	Restarts, Kills int64
-	Duration        time.Duration
+	// LeaseGrants, LeaseRevokes, LeasedPuts and KeepAlives count the
+	// successful lease operations of the lease clients (Config.Leases);
+	// LeaseExpiries the leases they saw expire (TimeToLive answered -1
+	// for a lease they had not revoked).
+	LeaseGrants, LeaseRevokes, LeasedPuts, KeepAlives, LeaseExpiries int64
+	Duration                                                         time.Duration
 }
 
 // run is the shared state of one run.
@@ -235,6 +252,8 @@ type run struct {
 	rec    *record.Recorder
 	keys   []string
 	prefix string
+	// watchSubs are the sub-prefixes watches choose from.
+	watchSubs []string
 
 	headRev    atomic.Int64 // highest revision any response showed
 	compactRev atomic.Int64 // last successful compaction
@@ -248,6 +267,7 @@ type run struct {
 	stats                        struct {
 		ops, unknown, serializable, watches, streams, catchUpWatches, responses, events, progressNotifies,
 		progressRequests, lowered, resumed, compactions, restarts, kills atomic.Int64
+		leaseGrants, leaseRevokes, leasedPuts, keepAlives, leaseExpiries atomic.Int64
 	}
 	valueSeq atomic.Int64
 }
@@ -309,6 +329,10 @@ func Record(ctx context.Context, cfg Config, out io.Writer) (Stats, error) {
 	for _, k := range []string{"a/0", "a/1", "a/2", "a/3", "b/0", "b/1", "b/2", "c", "d", "e"} {
 		r.keys = append(r.keys, cfg.Prefix+k)
 	}
+	r.watchSubs = []string{"a/", "b/"}
+	if cfg.Leases > 0 {
+		r.watchSubs = append(r.watchSubs, "l/") // the leased keys
+	}
 	r.headRev.Store(base)
 	r.compactRev.Store(baseCompaction)
 	start := time.Now()
@@ -319,7 +343,9 @@ func Record(ctx context.Context, cfg Config, out io.Writer) (Stats, error) {
 		WatchResponses: st.responses.Load(), Events: st.events.Load(), ProgressNotifies: st.progressNotifies.Load(),
 		ProgressRequests: st.progressRequests.Load(), LoweredHeaders: st.lowered.Load(), Resumed: st.resumed.Load(),
 		Compactions: st.compactions.Load(), BaseCompaction: baseCompaction, BaseRevision: base,
-		Restarts: st.restarts.Load(), Kills: st.kills.Load(), Duration: time.Since(start)}
+		Restarts: st.restarts.Load(), Kills: st.kills.Load(),
+		LeaseGrants: st.leaseGrants.Load(), LeaseRevokes: st.leaseRevokes.Load(), LeasedPuts: st.leasedPuts.Load(),
+		KeepAlives: st.keepAlives.Load(), LeaseExpiries: st.leaseExpiries.Load(), Duration: time.Since(start)}
 	if ferr := w.Flush(); err == nil {
 		err = ferr
 	}
@@ -365,7 +391,7 @@ func (r *run) run(ctx context.Context) error {
 		return err
 	}
 	var wg sync.WaitGroup
-	errs := make(chan error, r.cfg.Clients+r.cfg.Watchers+4)
+	errs := make(chan error, r.cfg.Clients+r.cfg.Watchers+r.cfg.Leases+4)
 	spawn := func(f func() error) {
 		wg.Add(1)
 		go func() {
@@ -397,6 +423,9 @@ func (r *run) run(ctx context.Context) error {
 		} else {
 			spawn(func() error { return r.compactor(workCtx) })
 		}
+	}
+	for i := range r.cfg.Leases {
+		spawn(func() error { return r.leaseClient(workCtx, i) })
 	}
 	if !kube && r.cfg.CatchUpWatches > 0 {
 		spawn(func() error { return r.catchUp(workCtx) })

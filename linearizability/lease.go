@@ -43,9 +43,8 @@ var leaseNotFound = lease.ErrNotFound
 // withoutLeaseRefusals drops the operations that named a lease and were
 // refused with "requested lease not found": they changed nothing, and
 // kv.Step, which knows no leases, would not answer so. (Whether the lease
-// was indeed gone is not checked: a server may expire a lease late, but
-// one that is surely live — granted, unrevoked, kept alive within its TTL —
-// refused is a gap of this checker.)
+// was indeed gone is lease.Check's question, §2.11: a lease surely live —
+// acknowledged, unrevoked, within its TTL — must not be refused.)
 func withoutLeaseRefusals(ops []traces.Op) []traces.Op {
 	out := ops[:0:0]
 	for _, o := range ops {
@@ -205,6 +204,26 @@ func serverOps(ds []*serverDeletion) []traces.Op {
 	return out
 }
 
+// refusedLease reports the lease that an operation refused with "requested
+// lease not found" named, and the key of a put naming it: only when its
+// puts name one lease (a transaction's refusal does not say which of
+// several it did not find).
+func refusedLease(o traces.Op) (l int64, key string, ok bool) {
+	if o.Response == nil || o.Response.Err == nil || o.Response.Err.Error() != leaseNotFound.Error() {
+		return 0, "", false
+	}
+	for _, p := range puts(o.Request) {
+		switch {
+		case p.Lease == 0:
+		case l == 0:
+			l, key = p.Lease, p.Key
+		case p.Lease != l:
+			return 0, "", false
+		}
+	}
+	return l, key, l != 0
+}
+
 // leaseHistory is what lease.Check judges in t.
 func leaseHistory(t *traces.Trace, ds []*serverDeletion) lease.History {
 	var h lease.History
@@ -223,6 +242,10 @@ func leaseHistory(t *traces.Trace, ds []*serverDeletion) lease.History {
 		h.Ops = append(h.Ops, op)
 	}
 	for _, o := range t.Ops {
+		if l, key, ok := refusedLease(o); ok {
+			h.Refused = append(h.Refused, lease.Attach{Where: fmt.Sprintf("op at line %d (client %d)", o.Line, o.Client),
+				Key: key, Lease: l, Call: o.Call, Return: o.Return})
+		}
 		if !wrote(o) {
 			continue
 		}

@@ -1,11 +1,16 @@
 // Package brokenstore puts deliberately broken etcd-v3 servers in front of
 // a working one, so that a conformance test can be shown to fail: a gRPC
-// proxy that forwards etcd's KV, Watch, Maintenance (Status) and Cluster
-// (MemberList) services to a backend through a [Mutant] that breaks
+// proxy that forwards etcd's KV, Watch, Lease, Maintenance (Status) and
+// Cluster (MemberList) services to a backend through a [Mutant] that breaks
 // exactly one guarantee of docs/SPEC.md — [DropEvent] §3.3 Reliable,
 // [DuplicateEvent] §3.2 Unique, [ReorderEvents] §3.1 Ordered,
 // [SplitRevision] §3.4 Atomic, [ProgressBeforeEvents] §3.6 Bookmarkable,
-// [SilentCompaction] §3.11 CompactedCancel, [StaleRead] §2.7 Linearizable.
+// [SilentCompaction] §3.11 CompactedCancel, [StaleRead] §2.7 Linearizable,
+// [EarlyExpiry], [ForgetLeases] and [ForgetLeasesKeepKeys] §2.11
+// LeaseExpiry, [SplitLeaseDeletion]
+// §3.15 LeaseAtomic (the lease mutants need a run with lease clients,
+// conform.Config.Leases; the ForgetLeases mutants a restart of the backend
+// that calls [Proxy.Restarted]).
 // The zero Mutant is a faithful proxy. watchspec's own tests
 // (conform/broken_test.go) show that the checker names each one.
 //
@@ -58,6 +63,18 @@ type Mutant struct {
 	// create, when set, is called before a client's watch creation is
 	// forwarded; it may delay it.
 	Create func(ctx context.Context, backend pb.KVClient, c *pb.WatchCreateRequest)
+	// Granted, when set, is called after the backend granted a lease, with
+	// its answer (the client gets it unchanged).
+	Granted func(lease pb.LeaseClient, kv pb.KVClient, g *pb.LeaseGrantResponse)
+	// Revoke, when set, is called before a client's revoke is forwarded.
+	Revoke func(ctx context.Context, lease pb.LeaseClient, kv pb.KVClient, r *pb.LeaseRevokeRequest)
+	// Restarted, when set, is called by [Proxy.Restarted].
+	Restarted func(ctx context.Context, lease pb.LeaseClient) error
+	// Gone, when set, says that the proxy answers for lease id as for a
+	// lease that does not exist: a keep-alive with TTL 0, a time-to-live
+	// with TTL -1, a revoke with "requested lease not found", a list
+	// without it (the backend keeps it, and the keys put with it).
+	Gone func(id int64) bool
 }
 
 // Strikes decides which of a mutant's opportunities it takes — the first,
@@ -70,12 +87,13 @@ type Strikes struct {
 // Take counts an opportunity and reports whether the mutant takes it.
 func (s *Strikes) Take() bool { return (s.Opportunities.Add(1)-1)%s.Every == 0 }
 
-// Proxy serves etcd's KV, Watch, Maintenance (Status) and Cluster
+// Proxy serves etcd's KV, Watch, Lease, Maintenance (Status) and Cluster
 // (MemberList) by forwarding to a backend, through a mutant.
 type Proxy struct {
 	grpc *grpc.Server
 	conn *grpc.ClientConn
 	addr string
+	m    *Mutant
 }
 
 // Start starts a proxy on a free port of 127.0.0.1 that forwards to the
@@ -96,9 +114,10 @@ func Start(backend string, m *Mutant) (*Proxy, error) {
 		conn.Close()
 		return nil, fmt.Errorf("brokenstore: %v", err)
 	}
-	p := &Proxy{grpc: grpc.NewServer(), conn: conn, addr: l.Addr().String()}
+	p := &Proxy{grpc: grpc.NewServer(), conn: conn, addr: l.Addr().String(), m: m}
 	pb.RegisterKVServer(p.grpc, &kvProxy{backend: pb.NewKVClient(conn), m: m})
 	pb.RegisterWatchServer(p.grpc, &watchProxy{backend: pb.NewWatchClient(conn), kv: pb.NewKVClient(conn), m: m})
+	pb.RegisterLeaseServer(p.grpc, &leaseProxy{backend: pb.NewLeaseClient(conn), kv: pb.NewKVClient(conn), m: m})
 	pb.RegisterMaintenanceServer(p.grpc, &maintenanceProxy{backend: pb.NewMaintenanceClient(conn)})
 	pb.RegisterClusterServer(p.grpc, &clusterProxy{backend: pb.NewClusterClient(conn), urls: []string{p.Endpoint()}})
 	go p.grpc.Serve(l)

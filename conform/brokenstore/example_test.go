@@ -55,3 +55,56 @@ func ExampleStart() {
 	// Output:
 	// [1 3]
 }
+
+// A proxy that forgets the leases when its server restarts, in front of
+// the reference server: a key put with a 60 s lease is gone right after a
+// restart, which etcd would keep for 60 s more (SPEC §2.11 LeaseExpiry is
+// broken). The restart function tells the proxy with Restarted.
+func ExampleForgetLeases() {
+	dir, _ := os.MkdirTemp("", "brokenstore-example")
+	defer os.RemoveAll(dir)
+	srv, err := server.Start(dir, "127.0.0.1:0", server.Options{})
+	if err != nil {
+		panic(err)
+	}
+	defer func() { srv.Close() }()
+	p, err := brokenstore.Start(srv.Addr(), brokenstore.ForgetLeases(&brokenstore.Strikes{Every: 1}))
+	if err != nil {
+		panic(err)
+	}
+	defer p.Close()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{p.Endpoint()}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		panic(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	g, err := cli.Grant(ctx, 60)
+	if err != nil {
+		panic(err)
+	}
+	if _, err := cli.Put(ctx, "k", "v", clientv3.WithLease(g.ID)); err != nil {
+		panic(err)
+	}
+	restart := func() error {
+		addr := srv.Addr()
+		if err := srv.Close(); err != nil {
+			return err
+		}
+		if srv, err = server.Start(dir, addr, server.Options{}); err != nil {
+			return err
+		}
+		return p.Restarted(ctx)
+	}
+	if err := restart(); err != nil {
+		panic(err)
+	}
+	resp, err := cli.Get(ctx, "k")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("keys after the restart:", resp.Count)
+	// Output:
+	// keys after the restart: 0
+}

@@ -518,6 +518,9 @@ func (w *writer) rangeAt(r RangeRequest, rev int64) (RangeResponse, error) {
 		if err != nil {
 			return RangeResponse{}, err
 		}
+		if r.KeysOnly {
+			rec.kv.Lease = 0 // as etcd's keys-only range (see KeyValue.Lease)
+		}
 		kvs = append(kvs, rec.kv)
 	}
 	return RangeResponse{KVs: kvs, More: more, Count: count}, nil

@@ -244,3 +244,28 @@ func TestRecordLease(t *testing.T) {
 		t.Fatal("a tombstone with a lease decoded")
 	}
 }
+
+// SPEC §2.3 Range: a keys-only range, alone or in a transaction, answers
+// Lease 0 for a leased key, as etcd v3.7.3's index-only read does; a full
+// range answers the lease.
+func TestKeysOnlyRangeHasNoLease(t *testing.T) {
+	s := newT(t)
+	ctx := context.Background()
+	grant(t, s, 9, 60)
+	putLease(t, s, "k", "v", 9)
+	full := get(t, s, RangeRequest{Key: "k"})
+	if len(full.KVs) != 1 || full.KVs[0].Lease != 9 {
+		t.Fatalf("range = %+v, want k with lease 9", full.KVs)
+	}
+	only := get(t, s, RangeRequest{Key: "k", KeysOnly: true})
+	if len(only.KVs) != 1 || only.KVs[0].Lease != 0 || only.KVs[0].ModRevision != full.KVs[0].ModRevision {
+		t.Errorf("keys-only range = %+v, want k with lease 0", only.KVs)
+	}
+	txn, err := s.Txn(ctx, TxnRequest{Success: []Op{{Put: &PutRequest{Key: "j", Value: "v"}}, {Range: &RangeRequest{Key: "k", KeysOnly: true}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := txn.Responses[1].Range; r == nil || len(r.KVs) != 1 || r.KVs[0].Lease != 0 {
+		t.Errorf("keys-only range in a transaction = %+v, want k with lease 0", txn.Responses[1])
+	}
+}

@@ -748,6 +748,9 @@ func (rd *reader) readKVs(refs []revision, keysOnly bool) ([]KeyValue, error) {
 		if err != nil {
 			return nil, err
 		}
+		if keysOnly {
+			rec.kv.Lease = 0 // as etcd's keys-only range (see KeyValue.Lease)
+		}
 		kvs = append(kvs, rec.kv)
 	}
 	return kvs, nil

@@ -16,7 +16,8 @@ type KeyValue struct {
 	ModRevision    int64
 	Version        int64
 	// Lease is the ID of the lease the key is attached to, 0 for none
-	// (docs/SPEC.md, Leases; see [Store.LeaseGrant]).
+	// (docs/SPEC.md, Leases; see [Store.LeaseGrant]). A keys-only range
+	// leaves it 0, as etcd v3.7.3 does (docs/SPEC.md §2.3).
 	Lease int64
 }
 

@@ -10,12 +10,12 @@ import (
 	"github.com/watchspec/watchspec/traces"
 )
 
-// The semantic operators on leases (docs/SPEC.md §2.10, §2.11, §3.14).
-// They apply to linearizable subjects without a profile that use leases
-// and break no lease property. §3.15 LeaseAtomic has no operator: moving
-// one key's deletion to another revision renumbers the rest of a trace;
-// the corpus trace lease-split-revision.ndjson and model/lease's
-// TestCheckMutants break it.
+// The semantic operators on leases (docs/SPEC.md §2.10, §2.11, §3.14,
+// §3.15). They apply to linearizable subjects without a profile that use
+// leases and break no lease property. §3.15 LeaseAtomic's operator does not
+// move a deletion to another revision (that renumbers the rest of a
+// trace): it moves a deleted version to another lease, one deleted at
+// another revision.
 
 func leaseSubject(s *Subject) bool {
 	if !kvSubject(s) || len(s.Trace.LeaseOps) == 0 {
@@ -107,6 +107,8 @@ func (m *Mutant) setVersionLease(key string, rev, l int64) {
 		}
 		r := m.mutableResponse(i)
 		req := o.Request
+		// A keys-only range answers no lease (SPEC §2.3).
+		keysOnly := func(rr *kv.RangeRequest) bool { return rr != nil && rr.KeysOnly }
 		if p := req.Put; p != nil && p.Key == key && r.Revision == rev {
 			c := *p
 			c.Lease = l
@@ -133,7 +135,7 @@ func (m *Mutant) setVersionLease(key string, rev, l int64) {
 			req.Txn = &c
 		}
 		t.Ops[i].Request = req
-		if r.Range != nil {
+		if r.Range != nil && !keysOnly(req.Range) {
 			rc := *r.Range
 			rc.KVs = fixKVs(rc.KVs)
 			r.Range = &rc
@@ -141,7 +143,14 @@ func (m *Mutant) setVersionLease(key string, rev, l int64) {
 		if r.Txn != nil {
 			tc := *r.Txn
 			tc.Responses = slices.Clone(tc.Responses)
+			branch := req.Txn.Success
+			if !tc.Succeeded {
+				branch = req.Txn.Failure
+			}
 			for j := range tc.Responses {
+				if j < len(branch) && keysOnly(branch[j].Range) {
+					continue
+				}
 				if rr := tc.Responses[j].Range; rr != nil {
 					rc := *rr
 					rc.KVs = fixKVs(rc.KVs)
@@ -160,6 +169,38 @@ func (m *Mutant) setVersionLease(key string, rev, l int64) {
 			}
 		}
 	}
+}
+
+// putOf returns the index of the known-outcome operation that wrote key's
+// version at rev, or -1.
+func putOf(t *traces.Trace, key string, rev int64) int {
+	for i, o := range t.Ops {
+		if o.Response == nil || o.Response.Err != nil || o.Response.Revision != rev {
+			continue
+		}
+		for _, p := range putsOf(o.Request) {
+			if p.Key == key {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// putsOf lists the puts of a request (a transaction's, of both branches).
+func putsOf(req kv.Request) []*kv.PutRequest {
+	if req.Put != nil {
+		return []*kv.PutRequest{req.Put}
+	}
+	var out []*kv.PutRequest
+	if req.Txn != nil {
+		for _, o := range append(slices.Clone(req.Txn.Success), req.Txn.Failure...) {
+			if o.Put != nil {
+				out = append(out, o.Put)
+			}
+		}
+	}
+	return out
 }
 
 var leaseOperators = []*Operator{
@@ -218,6 +259,52 @@ var leaseOperators = []*Operator{
 		},
 	},
 	{
+		Name: "lease-split-deletion", Kind: Semantic,
+		Doc: "moves a version the server deleted with one lease's keys to another lease whose keys it deleted at another " +
+			"revision (its put, reads, events): one lease's keys deleted at two revisions (§3.15 LeaseAtomic)",
+		Properties: []spec.Property{spec.LeaseAtomic},
+		apply: func(m *Mutant, r *rand.Rand) bool {
+			s := m.Subject
+			ds, d, ok := drawServerDeletion(s, r)
+			if !ok || d.Prev == 0 {
+				return false
+			}
+			t := s.Trace
+			put := putOf(t, d.Key, d.Prev)
+			if put < 0 {
+				return false
+			}
+			// Another lease, deleted at another revision, first seen no
+			// later than d (so that §2.11 judges the same first sighting),
+			// granted before the put returned and not revoked before it
+			// was called (so that §2.10 holds).
+			first := map[int64]int64{}
+			for _, o := range ds {
+				if f, seen := first[o.Lease]; o.Lease != 0 && (!seen || o.Time < f) {
+					first[o.Lease] = o.Time
+				}
+			}
+			var cands []int64
+			for _, o := range ds {
+				if o.Lease == 0 || o.Lease == d.Lease || o.Rev == d.Rev || first[o.Lease] > d.Time || slices.Contains(cands, o.Lease) {
+					continue
+				}
+				if attachable(t, o.Lease, t.Ops[put].Call, t.Ops[put].Return) {
+					cands = append(cands, o.Lease)
+				}
+			}
+			if len(cands) == 0 {
+				return false
+			}
+			slices.Sort(cands)
+			l := cands[r.Intn(len(cands))]
+			m.setVersionLease(d.Key, d.Prev, l)
+			m.whatf("the version of %q written at revision %d carries lease %d, whose other keys went at another revision; the server deleted it at %d", d.Key, d.Prev, l, d.Rev)
+			m.Expect = one(spec.LeaseAtomic)
+			return true
+		},
+	},
+	{
 		Name: "lease-unknown-lease-put", Kind: Semantic,
 		Doc: "makes a successful put name a lease that was never granted (its put, reads, events): the server answered OK where " +
 			"etcd answers \"requested lease not found\" (§2.10 LeaseAttach)",
@@ -244,4 +331,20 @@ var leaseOperators = []*Operator{
 			return true
 		},
 	},
+}
+
+// attachable reports whether a put called at call and returned at ret may
+// name lease l under §2.10: a grant of l that succeeded was called before
+// ret, and no revoke of l that may have succeeded was called before ret.
+func attachable(t *traces.Trace, l, call, ret int64) bool {
+	granted := false
+	for _, o := range t.LeaseOps {
+		switch {
+		case o.Request.Grant != nil && o.Response != nil && o.Response.Err == nil && o.Response.ID == l && o.Call < ret:
+			granted = true
+		case o.Request.Revoke != nil && o.Request.Revoke.ID == l && o.Call < ret:
+			return false
+		}
+	}
+	return granted
 }

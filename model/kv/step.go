@@ -110,7 +110,9 @@ func rangeAt(root *node, r RangeRequest, rev int64) RangeResponse {
 		}
 		c := *kv
 		if r.KeysOnly {
-			c.Value = ""
+			// etcd v3.7.3 answers keys-only from its index: no value,
+			// no lease (SPEC §2.3).
+			c.Value, c.Lease = "", 0
 		}
 		out.KVs = append(out.KVs, c)
 		return true

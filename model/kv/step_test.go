@@ -168,6 +168,16 @@ func TestRange(t *testing.T) {
 	require.Equal(t, kv.KeyValue{Key: "b", CreateRevision: 5, ModRevision: 5, Version: 1}, resp.Range.KVs[0])
 }
 
+// SPEC §2.3: a keys-only range answers Lease 0 for a key put with a lease,
+// as etcd v3.7.3 does (its index-only read); a full range answers the lease.
+func TestKeysOnlyHasNoLease(t *testing.T) {
+	s, _ := kv.Step(kv.State{}, kv.Request{Put: &kv.PutRequest{Key: "k", Value: "v", Lease: 7}})
+	_, full := kv.Step(s, kv.Request{Range: &kv.RangeRequest{Key: "k"}})
+	require.EqualValues(t, 7, full.Range.KVs[0].Lease)
+	_, only := kv.Step(s, kv.Request{Range: &kv.RangeRequest{Key: "k", KeysOnly: true}})
+	require.Equal(t, kv.KeyValue{Key: "k", CreateRevision: 2, ModRevision: 2, Version: 1}, only.Range.KVs[0])
+}
+
 // SPEC §2.4: compaction errors, and what stays readable.
 func TestCompact(t *testing.T) {
 	var s kv.State

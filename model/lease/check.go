@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 
@@ -44,13 +45,18 @@ type Deletion struct {
 }
 
 // History is what [Check] judges: the recorded lease operations, the puts
-// that attached keys to leases, and the deletions no client made. A server
-// restart needs no record: etcd keeps its leases and counts their TTLs again
-// from recovery, which only makes expiry later, so a server that forgets its
-// leases shows up as a §2.11 LeaseExpiry violation.
+// that attached keys to leases, the puts refused because their lease was not
+// found, and the deletions no client made. A server restart needs no record:
+// etcd keeps its leases and counts their TTLs again from recovery, which
+// only makes expiry later, so a server that forgets its leases shows up as a
+// §2.11 LeaseExpiry violation — its keys deleted early, or the lease seen
+// gone early.
 type History struct {
-	Ops       []Op
-	Attaches  []Attach
+	Ops      []Op
+	Attaches []Attach
+	// Refused are the puts (or transactions) naming a lease that the
+	// server refused with [ErrNotFound]; their Revision is 0.
+	Refused   []Attach
 	Deletions []Deletion
 }
 
@@ -60,10 +66,19 @@ type History struct {
 //     was never granted before the put returned, or was revoked (a revoke of
 //     it succeeded and returned) before the put was called.
 //   - §2.11 LeaseExpiry: a deletion that no revoke explains (no revoke of
-//     its lease was called before it was observed) was observed at a time t
+//     its lease was called before it was observed, whatever it answered:
+//     clientv3 retries a revoke, so "not found" may follow its own success) was observed at a time t
 //     with t < c + TTL, where c is the call time of a grant or keep-alive of
 //     the lease called before t and acknowledged with TTL > 0: the server had
 //     renewed the lease at or after c, so it could not expire before c + TTL.
+//     Likewise, an operation that found the lease gone — a keep-alive
+//     answered TTL 0, a time-to-live answered TTL −1, a revoke or a put
+//     refused with [ErrNotFound] — and returned at t < c + TTL, where the
+//     acknowledged grant or keep-alive called at c returned before the
+//     operation was called, and no revoke of the lease (this one included)
+//     was called before t.
+//     (A list of the leases is not judged: etcd answers it from the local
+//     member, which may not have applied a grant yet.)
 //   - §3.14 LeaseDeletes: a deletion no client made removed a version put
 //     without a lease.
 //   - §3.15 LeaseAtomic: the deletions of one lease's keys happened at more
@@ -75,24 +90,28 @@ func Check(h History) []spec.Violation {
 	var out []spec.Violation
 	// What the history says of each lease: its acknowledged grants and
 	// keep-alives, and its revokes that succeeded or may have.
-	type ack struct{ call, ttl int64 }
+	type ack struct{ call, ret, ttl int64 }
 	revokedAt := map[int64][]Op{} // lease → successful (or unknown) revokes
 	acks := map[int64][]ack{}
+	revokeCalls := map[int64][]int64{} // lease → the calls of every revoke of it
 	for _, o := range h.Ops {
 		r := o.Response
 		switch {
 		case o.Request.Grant != nil:
 			if r != nil && r.Err == nil {
-				acks[r.ID] = append(acks[r.ID], ack{o.Call, r.TTL})
+				acks[r.ID] = append(acks[r.ID], ack{o.Call, o.Return, r.TTL})
 			}
 		case o.Request.KeepAlive != nil:
 			if r != nil && r.Err == nil && r.TTL > 0 {
-				acks[o.Request.KeepAlive.ID] = append(acks[o.Request.KeepAlive.ID], ack{o.Call, r.TTL})
+				acks[o.Request.KeepAlive.ID] = append(acks[o.Request.KeepAlive.ID], ack{o.Call, o.Return, r.TTL})
 			}
 		case o.Request.Revoke != nil:
 			if r == nil || r.Err == nil {
 				revokedAt[o.Request.Revoke.ID] = append(revokedAt[o.Request.Revoke.ID], o)
 			}
+			// clientv3 retries a revoke (retry.go: repeatable), so one
+			// answered "not found" may have revoked the lease itself.
+			revokeCalls[o.Request.Revoke.ID] = append(revokeCalls[o.Request.Revoke.ID], o.Call)
 		}
 	}
 
@@ -154,8 +173,8 @@ func Check(h History) []spec.Violation {
 			}
 		}
 		revoked := false
-		for _, rv := range revokedAt[l] {
-			if rv.Call <= first.Observed {
+		for _, c := range revokeCalls[l] {
+			if c <= first.Observed {
 				revoked = true
 			}
 		}
@@ -175,6 +194,52 @@ func Check(h History) []spec.Violation {
 			out = append(out, spec.Violation{Property: spec.LeaseExpiry, Revisions: []int64{first.Revision}, Keys: []string{first.Key},
 				Message: fmt.Sprintf("%s: %q, attached to lease %d (TTL %d s), was seen deleted by expiry %.3f s before the lease could expire: a grant or keep-alive called at %.3f s was acknowledged, so the lease lived at least until %.3f s",
 					first.Where, first.Key, l, worst.ttl, float64(early)/1e9, float64(worst.call)/1e9, float64(worst.call+worst.ttl*1e9)/1e9)})
+		}
+	}
+
+	// §2.11 LeaseExpiry: a lease seen gone early. Any revoke called before
+	// the sighting returned explains it, whatever its answer (clientv3 may
+	// retry a revoke that took effect, and get "not found").
+	type sighting struct {
+		where, what    string
+		lease, call, t int64
+	}
+	var seen []sighting
+	for _, o := range h.Ops {
+		r := o.Response
+		switch {
+		case r == nil:
+		case o.Request.KeepAlive != nil && r.Err == nil && r.TTL <= 0:
+			seen = append(seen, sighting{o.Where, "a keep-alive answered TTL 0", o.Request.KeepAlive.ID, o.Call, o.Return})
+		case o.Request.TimeToLive != nil && r.Err == nil && r.TTL == -1:
+			seen = append(seen, sighting{o.Where, "a time-to-live answered TTL -1", o.Request.TimeToLive.ID, o.Call, o.Return})
+		case o.Request.Revoke != nil && errors.Is(r.Err, ErrNotFound):
+			seen = append(seen, sighting{o.Where, fmt.Sprintf("a revoke answered %q", ErrNotFound), o.Request.Revoke.ID, o.Call, o.Return})
+		}
+	}
+	for _, a := range h.Refused {
+		seen = append(seen, sighting{a.Where, fmt.Sprintf("a put of %q naming it was refused with %q", a.Key, ErrNotFound), a.Lease, a.Call, a.Return})
+	}
+	for _, g := range seen {
+		revoked := false
+		for _, c := range revokeCalls[g.lease] {
+			if c < g.t {
+				revoked = true
+			}
+		}
+		if revoked {
+			continue
+		}
+		var worst *ack
+		for i, a := range acks[g.lease] {
+			if a.ret <= g.call && g.t < a.call+a.ttl*1e9 && (worst == nil || a.call+a.ttl*1e9 > worst.call+worst.ttl*1e9) {
+				worst = &acks[g.lease][i]
+			}
+		}
+		if worst != nil {
+			out = append(out, spec.Violation{Property: spec.LeaseExpiry,
+				Message: fmt.Sprintf("%s: %s for lease %d (TTL %d s), %.3f s before the lease could expire: a grant or keep-alive called at %.3f s was acknowledged before it was called, so the lease lived at least until %.3f s, and no revoke of it was called",
+					g.where, g.what, g.lease, worst.ttl, float64(worst.call+worst.ttl*1e9-g.t)/1e9, float64(worst.call)/1e9, float64(worst.call+worst.ttl*1e9)/1e9)})
 		}
 	}
 	return out

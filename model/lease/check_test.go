@@ -63,6 +63,15 @@ func TestCheckMutants(t *testing.T) {
 			h.Ops = append(h.Ops, valid().Ops[2:]...)
 			h.Deletions[0].Observed, h.Deletions[1].Observed = 1*sec, 1*sec
 		}, spec.LeaseExpiry},
+		{"forgotten across a restart, keys kept: a keep-alive answered TTL 0 at 4 s", func(h *History) {
+			h.Ops = append(h.Ops, Op{Where: "line 11", Call: 4 * sec, Return: 4*sec + 1, Request: Request{KeepAlive: &KeepAliveRequest{ID: 1}}, Response: &Response{ID: 1}})
+		}, spec.LeaseExpiry},
+		{"forgotten: a time-to-live answered -1 at 4 s", func(h *History) {
+			h.Ops = append(h.Ops, Op{Where: "line 11", Call: 4 * sec, Return: 4*sec + 1, Request: Request{TimeToLive: &TimeToLiveRequest{ID: 1}}, Response: &Response{ID: 1, TTL: -1}})
+		}, spec.LeaseExpiry},
+		{"forgotten: a put with the lease refused at 4 s", func(h *History) {
+			h.Refused = append(h.Refused, Attach{Where: "line 11", Key: "d", Lease: 1, Call: 4 * sec, Return: 4*sec + 1})
+		}, spec.LeaseExpiry},
 		{"one attached key deleted at another revision", func(h *History) { h.Deletions[1].Revision = 5 }, spec.LeaseAtomic},
 		{"server-made delete of a key without a lease", func(h *History) { h.Deletions[2].Lease = 0 }, spec.LeaseDeletes},
 		{"put with an unknown lease answered OK", func(h *History) { h.Attaches[0].Lease = 99 }, spec.LeaseAttach},
@@ -81,7 +90,8 @@ func TestCheckMutants(t *testing.T) {
 
 // SPEC §2.11 LeaseExpiry: legal variants pass — expiry late without bound,
 // a revocation explains a deletion at any time after its call, a grant of
-// unknown outcome that asked for the ID explains a put.
+// unknown outcome that asked for the ID explains a put, a lease seen gone
+// after its TTL, a revoke answered "not found" after clientv3 retried it.
 func TestCheckLegalVariants(t *testing.T) {
 	for _, m := range []struct {
 		name   string
@@ -94,6 +104,17 @@ func TestCheckLegalVariants(t *testing.T) {
 			h.Deletions[2].Observed = 22
 		}},
 		{"revoke of unknown outcome", func(h *History) { h.Ops[3].Response = nil }},
+		{"seen gone after its TTL: a keep-alive answered TTL 0, a time-to-live -1, a put refused", func(h *History) {
+			h.Ops = append(h.Ops,
+				Op{Where: "line 11", Call: 8 * sec, Return: 8*sec + 1, Request: Request{KeepAlive: &KeepAliveRequest{ID: 1}}, Response: &Response{ID: 1}},
+				Op{Where: "line 12", Call: 8 * sec, Return: 8*sec + 1, Request: Request{TimeToLive: &TimeToLiveRequest{ID: 1}}, Response: &Response{ID: 1, TTL: -1}})
+			h.Refused = append(h.Refused, Attach{Where: "line 13", Key: "d", Lease: 1, Call: 9 * sec, Return: 9*sec + 1})
+		}},
+		{"a revoke retried by the client answers not found (its first try revoked)", func(h *History) {
+			h.Ops[3].Response = &Response{Err: ErrNotFound}
+			h.Ops = append(h.Ops, Op{Where: "line 11", Call: 11 * sec, Return: 11*sec + 1, Request: Request{KeepAlive: &KeepAliveRequest{ID: 2}}, Response: &Response{ID: 2}})
+			h.Refused = append(h.Refused, Attach{Where: "line 12", Key: "d", Lease: 2, Call: 11 * sec, Return: 11*sec + 1})
+		}},
 		{"grant of unknown outcome", func(h *History) {
 			h.Ops[0].Response = nil
 			h.Ops[1].Response = nil
