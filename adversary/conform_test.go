@@ -44,7 +44,7 @@ func runConform(t *testing.T, seed int64, d time.Duration, clients, watchers int
 	cfg := conform.Config{Endpoints: []string{srv.Endpoint()}, Duration: d, Seed: seed,
 		Clients: clients, Watchers: watchers, CatchUpWatches: 20, CompactEvery: 100 * time.Millisecond,
 		ProgressRequestEvery: 100 * time.Millisecond,
-		System: "watchspec-reference", SystemVersion: fmt.Sprintf("adversary seed %d", seed)}
+		System:               "watchspec-reference", SystemVersion: fmt.Sprintf("adversary seed %d", seed)}
 	var buf bytes.Buffer
 	if _, err := conform.Record(context.Background(), cfg, &buf); err != nil {
 		t.Fatalf("seed %d: %v", seed, err)
@@ -86,7 +86,7 @@ func TestConformUnderAdversary(t *testing.T) {
 	for i := range n {
 		seed := *firstFlag + int64(i)
 		ok := t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-			rep := runConform(t, seed, 400*time.Millisecond, 2, 2)
+			rep := runConform(t, seed, 700*time.Millisecond, 2, 2)
 			for k, c := range rep.Counts {
 				total[k] += c
 			}

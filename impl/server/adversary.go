@@ -208,7 +208,7 @@ func NewAdversary(seed int64) *Adversary {
 		pDropAnswer:             between(0.05, 0.25),
 		pDelayAns:               between(0.2, 0.5),
 		maxAnswerDelay:          time.Duration(10+rng.IntN(300)) * time.Millisecond,
-		pReset:                  between(0.0005, 0.004),
+		pReset:                  between(0.002, 0.01),
 		minResponsesBeforeReset: 5 + rng.IntN(20),
 	}
 	return &Adversary{seed: seed, p: p}
