@@ -20,6 +20,7 @@ import (
 var (
 	seedsFlag    = flag.Int("adversary.seeds", 20, "how many seeds TestConformUnderAdversary runs (env ADVERSARY_SEEDS too)")
 	firstFlag    = flag.Int64("adversary.first", 1, "the first seed TestConformUnderAdversary runs")
+	searchFlag   = flag.Int("adversary.search", 0, "TestFindCatchingSeeds: search seeds 1..N for those that catch each buggy cache")
 	durationFlag = flag.Duration("adversary.duration", 0, "TestEveryKindExercised: how long to run the workload under one adversary (0: skip; make adversary runs 60s)")
 )
 
