@@ -99,3 +99,22 @@ func TestConformUnderAdversary(t *testing.T) {
 	t.Logf("%d of %d seeds (%d..%d) passed in %v; choices made: %v", passed, n, *firstFlag, *firstFlag+int64(n)-1,
 		time.Since(start).Round(time.Millisecond), total)
 }
+
+// SPEC §3, §2.7: the long run of make adversary — the conformance workload
+// for -adversary.duration under the adversary with seed -adversary.first;
+// the trace passes the check, and the adversary made every kind of choice.
+func TestEveryKindExercised(t *testing.T) {
+	if *durationFlag == 0 {
+		t.Skip("-adversary.duration=60s runs it (make adversary)")
+	}
+	seed := *firstFlag
+	t.Logf("seed %d (-adversary.first=%d replays it)", seed, seed)
+	start := time.Now()
+	rep := runConform(t, seed, *durationFlag, 4, 4)
+	t.Logf("%v, the check included\n%s", time.Since(start).Round(time.Second), rep)
+	for _, k := range adversary.Kinds() {
+		if rep.Counts[k.String()] == 0 {
+			t.Errorf("the adversary never made a choice of kind %s (%s)", k, k.Section())
+		}
+	}
+}
