@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -39,7 +40,11 @@ is acknowledged. Before serving, the whole directory is verified; a damaged
 one is refused. When the disk is full, the NOSPACE alarm is raised and
 puts fail with etcd's "database space exceeded" until space is freed and
 the alarm disarmed (etcdctl alarm disarm); no restart is needed. Runs until
-SIGINT or SIGTERM, then stops gracefully. Leases are served as etcd serves
+SIGINT or SIGTERM, then stops gracefully.
+With --adversary SEED it is a legal adversary of watch clients: wherever
+docs/SPEC.md leaves a server a choice, it takes an unusual one drawn from
+SEED and logs it; on stopping it prints how often it made each kind of
+choice (docs/ADVERSARY.md). Leases are served as etcd serves
 them and kept in DIR: after a restart each lease has its full TTL again.
 Authentication and membership changes are not supported (docs/SERVER.md).
 
@@ -87,6 +92,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	metricsLevel := fs.String("metrics", "basic", "`basic` or extensive: extensive adds the gRPC latency histograms (etcd's --metrics)")
 	logLevel := fs.String("log-level", "info", "log `LEVEL`: debug, info, warn or error (etcd's --log-level)")
 	logFormat := fs.String("log-format", "text", "log `FORMAT`: text (key=value lines) or json (one object a line)")
+	advSeed := fs.String("adversary", "", "serve as a legal adversary of watch clients, its choices drawn from `SEED` (an integer): responses split and joined, watches held back, progress dropped or delayed, streams reset — each logged; the same seed replays them (docs/ADVERSARY.md)")
 	var tlsFlags serverTLSFlags
 	tlsFlags.register(fs)
 	if err := fs.Parse(args); err != nil {
@@ -142,6 +148,25 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		opts.MetricsURLs = strings.Split(*metricsURLs, ",")
 	}
 	opts.Store.Watch.ProgressInterval = *progress
+	var adv *server.Adversary
+	if *advSeed != "" {
+		seed, err := strconv.ParseInt(*advSeed, 10, 64)
+		if err != nil {
+			fmt.Fprintf(stderr, "watchspec serve: --adversary takes an integer seed, not %q\n", *advSeed)
+			return 2
+		}
+		adv = server.NewAdversary(seed)
+		adv.Log = func(c server.Choice) {
+			logger.Info("adversary "+c.Kind.String()+": "+c.Detail, "seed", c.Seed, "seq", c.Seq, "kind", c.Kind.String(),
+				"spec", c.Kind.Section(), "stream", c.Stream, "watch", c.WatchID, "revision", c.Revision)
+		}
+		opts.Adversary = adv
+		progressSet := false
+		fs.Visit(func(f *flag.Flag) { progressSet = progressSet || f.Name == "watch-progress-notify-interval" })
+		if !progressSet {
+			opts.Store.Watch.ProgressInterval = 0 // the adversary's choice
+		}
+	}
 
 	// Listen for signals before serving, so that none is missed.
 	sigs := make(chan os.Signal, 1)
@@ -159,11 +184,18 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	if urls := r.MetricsURLs(); len(urls) > 0 {
 		attrs = append(attrs, "metrics-urls", strings.Join(urls, ","))
 	}
+	if adv != nil {
+		attrs = append(attrs, "adversary-seed", adv.Seed())
+	}
 	logger.Info("serving the etcd v3 API on "+r.Endpoint(), attrs...)
 	select {
 	case sig := <-sigs:
 		logger.Info("stopping", "signal", sig.String())
-		if err := r.Close(); err != nil {
+		err := r.Close()
+		if adv != nil {
+			fmt.Fprint(stdout, adv.Report())
+		}
+		if err != nil {
 			logger.Error("closing the store failed", "data-dir", *dataDir, "err", err)
 			return exitServeFailed
 		}

@@ -41,6 +41,7 @@ func (s *syncBuffer) String() string {
 // serveProcess runs `watchspec serve` in the test process with a signal
 // channel the test controls.
 type serveProcess struct {
+	stdout *syncBuffer
 	stderr *syncBuffer
 	sigs   chan<- os.Signal
 	code   chan int
@@ -50,12 +51,12 @@ var notifyMu sync.Mutex // serializes tests that replace notifyStop
 
 func startServe(t *testing.T, args ...string) *serveProcess {
 	t.Helper()
-	p := &serveProcess{stderr: &syncBuffer{}, code: make(chan int, 1)}
+	p := &serveProcess{stdout: &syncBuffer{}, stderr: &syncBuffer{}, code: make(chan int, 1)}
 	registered := make(chan chan<- os.Signal, 1)
 	notifyMu.Lock()
 	old := notifyStop
 	notifyStop = func(c chan<- os.Signal) { registered <- c }
-	go func() { p.code <- run(append([]string{"serve"}, args...), &bytes.Buffer{}, p.stderr) }()
+	go func() { p.code <- run(append([]string{"serve"}, args...), p.stdout, p.stderr) }()
 	select {
 	case p.sigs = <-registered:
 	case code := <-p.code:

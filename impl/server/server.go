@@ -110,6 +110,15 @@ type Options struct {
 	// /livez and /readyz on (etcd's --listen-metrics-urls): http://HOST:PORT
 	// or, with TLS set, https://HOST:PORT. New ignores them.
 	MetricsURLs []string
+	// Adversary, when set, makes the server a legal adversary of its watch
+	// clients: wherever docs/SPEC.md leaves a server a choice — how watch
+	// responses are split and joined, when live watches fall behind and
+	// catch up, which progress notifications are sent, when a watch stream
+	// is reset — it takes an unusual one drawn from the adversary's seed,
+	// and logs it (see [Adversary]). The store is unaffected. Start also
+	// lets it choose the hub's StreamCapacity and ProgressInterval when
+	// Store.Watch leaves them 0. Default: none.
+	Adversary *Adversary
 }
 
 func (o *Options) setDefaults() {
@@ -483,6 +492,9 @@ func Start(dataDir, listenAddr string, opts Options) (*Running, error) {
 		opts.Metrics = NewMetrics()
 	}
 	opts.Metrics.InstrumentStore(&opts.Store)
+	if opts.Adversary != nil {
+		opts.Adversary.storeOptions(&opts.Store)
+	}
 	if opts.Store.KV.Logger == nil {
 		opts.Store.KV.Logger = opts.Logger
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -60,6 +61,9 @@ func (w *watchServer) Watch(gs pb.Watch_WatchServer) error {
 	ws := s.st.NewWatchStream(ctx)
 	defer ws.Close()
 	sws := &serverWatchStream{s: s, gs: gs, ws: ws, frag: make(map[int64]bool)}
+	if a := s.opts.Adversary; a != nil {
+		sws.adv = a.newStream(ws, s.st.CompactRevision)
+	}
 	recvErr := make(chan error, 1)
 	go func() {
 		err := sws.recvLoop(ctx)
@@ -70,6 +74,8 @@ func (w *watchServer) Watch(gs pb.Watch_WatchServer) error {
 	}()
 	err := sws.sendLoop(ctx)
 	switch {
+	case err == errAdversaryReset:
+		return err
 	case s.quitCtx.Err() != nil:
 		return rpctypes.ErrGRPCStopped
 	case gs.Context().Err() != nil:
@@ -97,6 +103,9 @@ type serverWatchStream struct {
 	frag    map[int64]bool     // send loop only: the watches that asked for fragments
 	hdr     *pb.ResponseHeader // send loop only: the last header sent
 	scratch []byte             // send loop only: the events of a response of its own
+
+	adv  *advStream         // the stream's adversary (Options.Adversary), or nil
+	look *watchhub.Response // send loop only: a response the adversary read ahead
 }
 
 // recvLoop handles the client's requests in order. It returns nil when the
@@ -143,9 +152,18 @@ func (sws *serverWatchStream) recvLoop(ctx context.Context) error {
 				return err
 			}
 		case *pb.WatchRequest_ProgressRequest:
-			if uv.ProgressRequest != nil {
-				sws.ws.RequestProgress()
+			if uv.ProgressRequest == nil {
+				break
 			}
+			if sws.adv != nil {
+				if d, drop := sws.adv.progressRequest(); drop {
+					break
+				} else if d > 0 {
+					time.AfterFunc(d, sws.ws.RequestProgress)
+					break
+				}
+			}
+			sws.ws.RequestProgress()
 		default:
 			// etcd ignores an empty or unknown request (watch.go:401-406).
 		}
@@ -172,38 +190,122 @@ func (sws *serverWatchStream) sendLoop(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		if sws.adv != nil {
+			if err := sws.sendAdversarial(ctx, maxBytes); err != nil {
+				return err
+			}
+			continue
+		}
 		r, err := sws.ws.Recv(ctx)
 		if err != nil {
 			return err
 		}
-		fragment := false
-		switch {
-		case r.Created:
-			sws.mu.Lock()
-			if len(sws.pending) > 0 {
-				fragment = sws.pending[0]
-				sws.pending = sws.pending[1:]
-			}
-			sws.mu.Unlock()
-			if !r.Canceled && fragment {
-				sws.frag[r.WatchID] = true
-			}
-			fragment = false
-		case r.Canceled:
-			delete(sws.frag, r.WatchID)
-		case len(r.Events) > 1:
-			fragment = sws.frag[r.WatchID]
-		}
-		if fragment {
-			err = sendFragments(sws.toPB(r), maxBytes, sws.gs.Send)
-		} else {
-			err = sws.send(&r)
-		}
-		if err != nil {
+		if err := sws.sendOne(r, maxBytes); err != nil {
 			return err
 		}
 	}
 }
+
+// sendOne sends one response of the hub stream.
+func (sws *serverWatchStream) sendOne(r watchhub.Response, maxBytes int) (err error) {
+	fragment := false
+	switch {
+	case r.Created:
+		sws.mu.Lock()
+		if len(sws.pending) > 0 {
+			fragment = sws.pending[0]
+			sws.pending = sws.pending[1:]
+		}
+		sws.mu.Unlock()
+		if !r.Canceled && fragment {
+			sws.frag[r.WatchID] = true
+		}
+		fragment = false
+	case r.Canceled:
+		delete(sws.frag, r.WatchID)
+	case len(r.Events) > 1:
+		fragment = sws.frag[r.WatchID]
+	}
+	if fragment {
+		return sendFragments(sws.toPB(r), maxBytes, sws.gs.Send)
+	}
+	return sws.send(&r)
+}
+
+// sendAdversarial sends the next response of the hub stream as the
+// stream's adversary chooses (Options.Adversary): after a pause, joined
+// with the responses of the same watch queued right behind it, split at
+// revision boundaries, or not at all (a periodic progress notification);
+// and it may end the stream afterwards (errAdversaryReset).
+func (sws *serverWatchStream) sendAdversarial(ctx context.Context, maxBytes int) error {
+	adv := sws.adv
+	var r watchhub.Response
+	if sws.look != nil {
+		r, sws.look = *sws.look, nil
+	} else {
+		if d := adv.stall(); d > 0 {
+			if err := sleep(ctx, d); err != nil {
+				return err
+			}
+		}
+		var err error
+		if r, err = sws.ws.Recv(ctx); err != nil {
+			return err
+		}
+	}
+	switch {
+	case r.IsProgressNotify() && r.WatchID != watchhub.InvalidWatchID:
+		if adv.dropProgress(&r) {
+			return nil
+		}
+	case r.CompactRevision != 0:
+		adv.a.record(ChoiceCompactedCancel, adv.id, r.WatchID, r.Revision, "the watch is cancelled with CompactRevision %d", r.CompactRevision)
+	case len(r.Events) > 0 && !r.Created && !r.Canceled:
+		joined := 0
+		for adv.join() {
+			next, err := sws.ws.Recv(pollCtx)
+			if err != nil {
+				break // nothing queued behind it
+			}
+			if next.WatchID != r.WatchID || len(next.Events) == 0 || next.Created || next.Canceled {
+				sws.look = &next
+				break
+			}
+			r = r.Join(next)
+			joined++
+		}
+		if joined > 0 {
+			adv.a.record(ChoiceJoin, adv.id, r.WatchID, r.Revision, "%d responses sent as one of %d events, revisions %d..%d",
+				joined+1, len(r.Events), r.Events[0].KV.ModRevision, r.Events[len(r.Events)-1].KV.ModRevision)
+		}
+		if cuts := adv.split(&r); cuts != nil {
+			rest, at := r, 0
+			for _, c := range cuts {
+				var piece watchhub.Response
+				piece, rest = rest.SplitAt(c - at)
+				at = c
+				if err := sws.sendOne(piece, maxBytes); err != nil {
+					return err
+				}
+			}
+			r = rest
+		}
+	}
+	if err := sws.sendOne(r, maxBytes); err != nil {
+		return err
+	}
+	if adv.reset() {
+		return errAdversaryReset
+	}
+	return nil
+}
+
+// pollCtx is a finished context: Recv with it polls.
+var pollCtx = func() context.Context {
+	c, cancel := context.WithCancel(context.Background())
+	cancel()
+	return c
+}()
 
 // send sends a response whose events are encoded once for every stream
 // that sends them (see wire.go): the WatchResponse carries them as its

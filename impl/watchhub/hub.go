@@ -51,6 +51,7 @@ type Hub struct {
 	synced     syncedGroup
 	streams    map[*Stream]struct{}
 	waiting    map[*Stream]struct{} // streams with a progress request to answer
+	held       map[*Stream]struct{} // streams with watches their Perturber held back
 	pairs      []match              // Notify's scratch
 	gen        uint32
 	nwatch     int      // watchers in the hub
@@ -197,6 +198,9 @@ func (h *Hub) Notify(c mvcc.Commit) {
 		return
 	}
 	h.rev = c.Revision
+	if len(h.held) > 0 {
+		h.release(c.Revision)
+	}
 	if h.nwatch == 0 {
 		// Nobody to catch up: keep nothing. The recent commits start again
 		// with the next commit a watch may need.
@@ -231,6 +235,11 @@ func (h *Hub) Notify(c mvcc.Commit) {
 		j := i + 1
 		for j < len(pairs) && pairs[j].w == w {
 			j++
+		}
+		if p := w.s.pert; p != nil && p.Hold(w.id, c.Revision) {
+			h.hold(w, c.Revision)
+			i = j
+			continue
 		}
 		r := Response{WatchID: w.id, Revision: c.Revision}
 		own := 0
@@ -335,6 +344,7 @@ func (h *Hub) dropStream(s *Stream) {
 	s.gone = true
 	delete(h.streams, s)
 	delete(h.waiting, s)
+	delete(h.held, s)
 	if s.stopCtx != nil {
 		s.stopCtx()
 	}

@@ -32,6 +32,7 @@ type Stream struct {
 	gone        bool // closed: no longer part of the hub
 	notifying   int  // watchers with ProgressNotify
 	stopCtx     func() bool
+	pert        Perturber // the stream's adversary, or nil
 
 	// Guarded by hub.readyMu.
 	inReady bool
