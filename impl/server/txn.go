@@ -415,7 +415,7 @@ func (e *emulator) compareToPath(r *pb.TxnRequest) ([]bool, error) {
 // others compare with a zero key-value.
 func (e *emulator) applyCompare(c *pb.Compare) (bool, error) {
 	end := c.GetRangeEnd()
-	kvs, err := e.read(c.GetKey(), end, c.GetTarget() != pb.Compare_VALUE)
+	kvs, err := e.read(c.GetKey(), end, c.GetTarget() != pb.Compare_VALUE && c.GetTarget() != pb.Compare_LEASE) // a keys-only read answers Lease 0 (SPEC §2.3)
 	if err != nil {
 		return false, err
 	}
@@ -503,7 +503,7 @@ func (e *emulator) checkTxn(r *pb.TxnRequest, path []bool) (int, error) {
 				return 0, rpctypes.ErrGRPCLeaseNotFound
 			}
 			if p.GetIgnoreValue() || p.GetIgnoreLease() {
-				kvs, err := e.read(p.GetKey(), nil, true)
+				kvs, err := e.read(p.GetKey(), nil, false) // the key's lease too: a keys-only read answers Lease 0 (SPEC §2.3)
 				if err != nil {
 					return 0, toGRPCError(err)
 				}
