@@ -35,7 +35,10 @@ The workload uses etcd as its users do: watches sharing one clientv3
 stream per watching client (--watches-per-stream), progress requests on
 those streams (--progress-every), bursts of catch-up watches on one stream
 (--catch-up-watches), slow readers (--slow-readers), serializable reads
-(--serializable). See docs/CONFORMANCE.md.
+(--serializable), and leases (--leases: clients that grant, keep alive,
+revoke and let expire the leases of keys they put, so that the server
+deletes keys of its own accord; a store without the Lease API answers them
+with errors and is not judged on them). See docs/CONFORMANCE.md.
 
 A TLS endpoint (https://) takes etcdctl's flags: --cacert to verify the
 server, --cert and --key when it requires client certificates.
@@ -70,6 +73,7 @@ type conformFlags struct {
 	progressEvery    time.Duration
 	catchUpWatches   int
 	serializable     float64
+	leases           int
 	prefix           string
 	singleServer     bool
 }
@@ -95,6 +99,7 @@ func runConform(args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&f.slowReaders, "slow-readers", 0.2, "fraction of watches that stop reading for a while (0: none)")
 	fs.DurationVar(&f.progressEvery, "progress-every", 250*time.Millisecond, "how often each watching client asks its stream for progress (0: watching clients never ask)")
 	fs.IntVar(&f.catchUpWatches, "catch-up-watches", 200, "watches opened at once, burst after burst, from far behind the head on one stream (0: no bursts)")
+	fs.IntVar(&f.leases, "leases", 2, "lease clients (docs/SPEC.md §2.9-§2.11, §3.15; 0: none; the kubernetes workload has none)")
 	fs.Float64Var(&f.serializable, "serializable", 0.1, "fraction of reads sent serializable (served by any member from its own state; 0: none)")
 	fs.BoolVar(&f.singleServer, "single-server", false, "with --endpoints: the endpoint is one server, not a cluster, so a watch from now must start after every revision answered before it was asked (docs/SPEC.md §1); always so for the embedded server")
 	fs.StringVar(&f.prefix, "prefix", "", "where the run's keys live; no key may exist under it (default: a new prefix per run, /watchspec/<time>-<random>/)")
@@ -151,7 +156,7 @@ func runConform(args []string, stdout, stderr io.Writer) int {
 	cfg := conform.Config{Duration: f.duration, Clients: f.clients, Watchers: f.watchers, CompactEvery: f.compactEvery,
 		Seed: f.seed, Profile: f.profile, Workload: workload, Progress: progress, Prefix: f.prefix,
 		WatchesPerStream: f.watchesPerStream, SlowReaders: f.slowReaders, ProgressRequestEvery: f.progressEvery,
-		CatchUpWatches: f.catchUpWatches, SerializableReads: f.serializable}
+		CatchUpWatches: f.catchUpWatches, SerializableReads: f.serializable, Leases: f.leases}
 	// The flags say 0 for none; Config says negative (0 takes the default).
 	if f.compactEvery == 0 {
 		cfg.CompactEvery = -1
@@ -227,9 +232,9 @@ func runConform(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "watchspec conform: %v\n", err)
 		return 2
 	}
-	reproduce := fmt.Sprintf("watchspec conform --seed %d --duration %v --clients %d --watchers %d --compact-every %v --workload %s --watches-per-stream %d --slow-readers %v --progress-every %v --catch-up-watches %d --serializable %v",
+	reproduce := fmt.Sprintf("watchspec conform --seed %d --duration %v --clients %d --watchers %d --compact-every %v --workload %s --watches-per-stream %d --slow-readers %v --progress-every %v --catch-up-watches %d --serializable %v --leases %d",
 		f.seed, f.duration, f.clients, f.watchers, f.compactEvery, workloadName(workload),
-		f.watchesPerStream, f.slowReaders, f.progressEvery, f.catchUpWatches, f.serializable)
+		f.watchesPerStream, f.slowReaders, f.progressEvery, f.catchUpWatches, f.serializable, f.leases)
 	if f.profile != "" {
 		reproduce += " --profile " + f.profile
 	}
@@ -288,6 +293,8 @@ func (f *conformFlags) validate(fs *flag.FlagSet) error {
 		return fmt.Errorf("--serializable is a fraction between 0 and 1, not %v", f.serializable)
 	case f.progressEvery < 0:
 		return fmt.Errorf("--progress-every must not be negative, not %v", f.progressEvery)
+	case f.leases < 0:
+		return fmt.Errorf("--leases must not be negative, not %d", f.leases)
 	case f.catchUpWatches < 0:
 		return fmt.Errorf("--catch-up-watches must not be negative, not %d", f.catchUpWatches)
 	case f.workload != "" && f.workload != "full" && f.workload != "kubernetes":

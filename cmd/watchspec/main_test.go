@@ -160,6 +160,12 @@ func TestConformEmbedded(t *testing.T) {
 			t.Error(err)
 		}
 	}
+	// SPEC §2.9–§2.11: the default run has lease clients (--leases 2).
+	if tr, err := traces.ReadFile(filepath.Join(dir, "trace.ndjson.gz")); err != nil {
+		t.Error(err)
+	} else if len(tr.LeaseOps) == 0 {
+		t.Errorf("the default run recorded no lease operations; want --leases 2's clients")
+	}
 	for _, args := range [][]string{{"conform", "--duration", "0s"}, {"conform", "--clients", "0"}, {"conform", "--endpoints", "x", "--restart-every", "1s"}, {"conform", "extra"}} {
 		if code, _, _ := runCLI(args...); code != 2 {
 			t.Errorf("%v: exit %d, want 2", args, code)
