@@ -55,10 +55,15 @@ func (r concurrencyRun) String() string {
 // Election (election true) as often as it can, and incrementing a counter
 // inside it with a plain read and write (no compare: only the lock keeps
 // increments from being lost). A compactor compacts to the head every
-// compactEvery, so that a waiter's watch may need compacted history.
-func runConcurrency(t *testing.T, endpoint string, election bool, workers int, d, compactEvery time.Duration) concurrencyRun {
+// compactEvery, so that a waiter's watch may need compacted history. The run
+// goes on past d until some worker has entered (on a loaded machine, under
+// -race), for at most a minute.
+//
+// A worker with ignoreErrors is the buggy caller: it logs the error of Lock
+// or Campaign and goes on as if it held the lock.
+func runConcurrency(t *testing.T, endpoint string, election bool, workers int, d, compactEvery time.Duration, ignoreErrors ...bool) concurrencyRun {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), d)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	var closers []func() error // sessions, then clients: closed when the run ends
 	defer func() {
@@ -124,7 +129,9 @@ func runConcurrency(t *testing.T, endpoint string, election bool, workers int, d
 					if ctx.Err() == nil {
 						note(func() { run.errs[err.Error()]++ })
 					}
-					continue
+					if len(ignoreErrors) == 0 || !ignoreErrors[0] || ctx.Err() != nil {
+						continue
+					}
 				}
 				increment(cli)
 				uctx, ucancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -168,11 +175,19 @@ func runConcurrency(t *testing.T, endpoint string, election bool, workers int, d
 	wg.Go(func() {
 		tick := time.NewTicker(compactEvery)
 		defer tick.Stop()
+		end := time.Now().Add(d)
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-tick.C:
+			}
+			mu.Lock()
+			entered := run.held > 0
+			mu.Unlock()
+			if entered && time.Now().After(end) {
+				cancel()
+				return
 			}
 			if g, err := admin.Get(ctx, counter); err == nil {
 				admin.Compact(ctx, g.Header.Revision)
@@ -223,6 +238,28 @@ func TestConcurrencyUnderAdversary(t *testing.T) {
 				})
 			}
 		})
+	}
+}
+
+// SPEC §3.11 CompactedCancel: the check of mutual exclusion above can fail.
+// A caller that logs Lock's error and goes on as if it held the lock — the
+// error being one a correct server may cause, clientv3-1 — is caught inside
+// the critical section with another worker within seeds 1..5 (seed 1 has
+// caught it in every run so far).
+func TestCallerIgnoringLockErrorIsCaught(t *testing.T) {
+	overlaps := 0
+	var errs int
+	for seed := int64(1); seed <= 5 && overlaps == 0; seed++ {
+		srv := adversary.Run(t, seed)
+		r := runConcurrency(t, srv.Endpoint(), false, 4, time.Second, 20*time.Millisecond, true)
+		t.Logf("seed %d: %s", seed, r)
+		overlaps += r.overlaps + r.lost
+		for _, n := range r.errs {
+			errs += n
+		}
+	}
+	if overlaps == 0 {
+		t.Errorf("a caller that ignores Lock's error (%d errors) was never caught inside with another worker", errs)
 	}
 }
 
