@@ -141,6 +141,9 @@ func runConform(args []string, stdout, stderr io.Writer) int {
 	if profile == nil {
 		f.profile = ""
 	}
+	if workload == conform.WorkloadKubernetes {
+		f.leases = 0 // the apiserver's requests: no lease clients
+	}
 	if f.seed == 0 {
 		f.seed = time.Now().UnixNano() % 1_000_000_007
 	}
