@@ -57,11 +57,17 @@ func (r concurrencyRun) String() string {
 // increments from being lost). A compactor compacts to the head every
 // compactEvery, so that a waiter's watch may need compacted history. The run
 // goes on past d until some worker has entered (on a loaded machine, under
-// -race), for at most a minute.
-//
-// A worker with ignoreErrors is the buggy caller: it logs the error of Lock
-// or Campaign and goes on as if it held the lock.
-func runConcurrency(t *testing.T, endpoint string, election bool, workers int, d, compactEvery time.Duration, ignoreErrors ...bool) concurrencyRun {
+// -race) — or, for the buggy caller, until it was caught — for at most a
+// minute.
+func runConcurrency(t *testing.T, endpoint string, election bool, workers int, d, compactEvery time.Duration) concurrencyRun {
+	return runConcurrencyWith(t, endpoint, election, workers, d, compactEvery, false)
+}
+
+// runConcurrencyWith is runConcurrency; with ignoreErrors every worker is
+// the buggy caller: it logs the error of Lock or Campaign and goes on as if
+// it held the lock, and the run goes on until one is caught inside with
+// another.
+func runConcurrencyWith(t *testing.T, endpoint string, election bool, workers int, d, compactEvery time.Duration, ignoreErrors bool) concurrencyRun {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
@@ -129,7 +135,7 @@ func runConcurrency(t *testing.T, endpoint string, election bool, workers int, d
 					if ctx.Err() == nil {
 						note(func() { run.errs[err.Error()]++ })
 					}
-					if len(ignoreErrors) == 0 || !ignoreErrors[0] || ctx.Err() != nil {
+					if !ignoreErrors || ctx.Err() != nil {
 						continue
 					}
 				}
@@ -183,9 +189,9 @@ func runConcurrency(t *testing.T, endpoint string, election bool, workers int, d
 			case <-tick.C:
 			}
 			mu.Lock()
-			entered := run.held > 0
+			enough := run.held > 0 && (!ignoreErrors || run.overlaps+run.lost > 0)
 			mu.Unlock()
-			if entered && time.Now().After(end) {
+			if enough && time.Now().After(end) {
 				cancel()
 				return
 			}
@@ -244,14 +250,15 @@ func TestConcurrencyUnderAdversary(t *testing.T) {
 // SPEC §3.11 CompactedCancel: the check of mutual exclusion above can fail.
 // A caller that logs Lock's error and goes on as if it held the lock — the
 // error being one a correct server may cause, clientv3-1 — is caught inside
-// the critical section with another worker within seeds 1..5 (seed 1 has
-// caught it in every run so far).
+// the critical section with another worker under seed 1 (the run goes on
+// until it is, for at most a minute: on a loaded machine the errors come
+// slower), else under seed 2 or 3.
 func TestCallerIgnoringLockErrorIsCaught(t *testing.T) {
 	overlaps := 0
 	var errs int
-	for seed := int64(1); seed <= 5 && overlaps == 0; seed++ {
+	for seed := int64(1); seed <= 3 && overlaps == 0; seed++ {
 		srv := adversary.Run(t, seed)
-		r := runConcurrency(t, srv.Endpoint(), false, 4, time.Second, 20*time.Millisecond, true)
+		r := runConcurrencyWith(t, srv.Endpoint(), false, 4, time.Second, 20*time.Millisecond, true)
 		t.Logf("seed %d: %s", seed, r)
 		overlaps += r.overlaps + r.lost
 		for _, n := range r.errs {
