@@ -4,8 +4,8 @@
 // drawn from a seed. Responses split at revision boundaries or joined into
 // large catch-up batches, live watches held back until they are far behind
 // or until a compaction cancels them, periodic progress notifications
-// dropped, progress requests answered late or never, watch streams reset so
-// that clientv3 must resume. The store stays exact, and every choice is
+// dropped, progress requests answered late or never, watch streams reset and
+// whole connections closed so that clientv3 must resume. The store stays exact, and every choice is
 // legal: a trace of any run passes `watchspec check` (the package's tests
 // prove it over many seeds with watchspec's conformance workload). A client
 // that breaks under it has a bug — and the seed to replay it.

@@ -92,7 +92,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	metricsLevel := fs.String("metrics", "basic", "`basic` or extensive: extensive adds the gRPC latency histograms (etcd's --metrics)")
 	logLevel := fs.String("log-level", "info", "log `LEVEL`: debug, info, warn or error (etcd's --log-level)")
 	logFormat := fs.String("log-format", "text", "log `FORMAT`: text (key=value lines) or json (one object a line)")
-	advSeed := fs.String("adversary", "", "serve as a legal adversary of watch clients, its choices drawn from `SEED` (an integer): responses split and joined, watches held back, progress dropped or delayed, streams reset — each logged; the same seed replays them (docs/ADVERSARY.md)")
+	advSeed := fs.String("adversary", "", "serve as a legal adversary of watch clients, its choices drawn from `SEED` (an integer): responses split and joined, watches held back, progress dropped or delayed, streams and connections reset — each logged; the same seed replays them (docs/ADVERSARY.md)")
 	var tlsFlags serverTLSFlags
 	tlsFlags.register(fs)
 	if err := fs.Parse(args); err != nil {

@@ -89,18 +89,24 @@ const (
 	// clientv3 answers by resuming every watch of the stream after what it
 	// delivered (§3.5 Resumable).
 	ChoiceReset
+	// ChoiceConnReset: the client's whole connection closed after a watch
+	// response: every stream and call on it fails with codes.Unavailable.
+	// clientv3 reconnects and resumes its watches after what they
+	// delivered (§3.5 Resumable); a call in flight has an unknown outcome
+	// (§1: a write whose answer was lost may or may not have happened).
+	ChoiceConnReset
 
 	numChoiceKinds
 )
 
 var choiceNames = [numChoiceKinds]string{
 	"config", "split", "join", "hold", "hold-past-compaction", "compacted-cancel",
-	"stall", "drop-progress", "drop-progress-answer", "delay-progress-answer", "reset",
+	"stall", "drop-progress", "drop-progress-answer", "delay-progress-answer", "reset", "conn-reset",
 }
 
 var choiceSections = [numChoiceKinds]string{
 	"", "§3.4, §3.13", "§3.13", "§3.13, §6", "§3.11", "§3.11",
-	"§3.13, §6", "§6", "§6", "§3.6", "§3.5",
+	"§3.13, §6", "§6", "§6", "§3.6", "§3.5", "§3.5, §1",
 }
 
 // String returns the kind's name, as in the report: "split", "hold", …
@@ -187,6 +193,7 @@ type advParams struct {
 	maxAnswerDelay          time.Duration
 	pReset                  float64
 	minResponsesBeforeReset int
+	pConnReset              float64 // of the resets, the share that close the connection
 }
 
 // NewAdversary returns an adversary whose choices are drawn from seed.
@@ -210,6 +217,7 @@ func NewAdversary(seed int64) *Adversary {
 		maxAnswerDelay:          time.Duration(10+rng.IntN(300)) * time.Millisecond,
 		pReset:                  between(0.002, 0.01),
 		minResponsesBeforeReset: 5 + rng.IntN(20),
+		pConnReset:              between(0.2, 0.5),
 	}
 	return &Adversary{seed: seed, p: p}
 }
@@ -258,10 +266,10 @@ func (a *Adversary) storeOptions(o *store.Options) {
 	if o.Watch.ProgressInterval == 0 {
 		o.Watch.ProgressInterval = a.p.progressInterval
 	}
-	a.record(ChoiceConfig, 0, -1, 0, "stream capacity %d, progress interval %v; p(split)=%.2f p(join)=%.2f p(hold)=%.3f of which past compaction %.2f, hold %d revisions or %v; p(stall)=%.3f up to %v; p(drop progress)=%.2f; progress answers dropped %.2f, delayed %.2f up to %v; p(reset)=%.4f after %d responses",
+	a.record(ChoiceConfig, 0, -1, 0, "stream capacity %d, progress interval %v; p(split)=%.2f p(join)=%.2f p(hold)=%.3f of which past compaction %.2f, hold %d revisions or %v; p(stall)=%.3f up to %v; p(drop progress)=%.2f; progress answers dropped %.2f, delayed %.2f up to %v; p(reset)=%.4f after %d responses, of which the connection %.2f",
 		o.Watch.StreamCapacity, o.Watch.ProgressInterval, a.p.pSplit, a.p.pJoin, a.p.pHold, a.p.pHoldCompaction,
 		a.p.holdRevs, a.p.maxHold, a.p.pStall, a.p.maxStall, a.p.pDropProgress, a.p.pDropAnswer, a.p.pDelayAns,
-		a.p.maxAnswerDelay, a.p.pReset, a.p.minResponsesBeforeReset)
+		a.p.maxAnswerDelay, a.p.pReset, a.p.minResponsesBeforeReset, a.p.pConnReset)
 }
 
 // errAdversaryReset ends a watch stream by the adversary's choice.
@@ -275,13 +283,14 @@ type advStream struct {
 	send *rand.Rand // send loop only
 	recv *rand.Rand // receive loop only
 	sent int        // send loop only: responses sent
+	conn *rand.Rand // send loop only: whether a reset closes the connection
 	hold *advHold
 }
 
 func (a *Adversary) newStream(ws *watchhub.Stream, compactRev func() int64) *advStream {
 	id := a.streams.Add(1)
 	pcg := func(i uint64) *rand.Rand { return rand.New(rand.NewPCG(uint64(a.seed), uint64(id)<<2|i)) }
-	as := &advStream{a: a, id: id, send: pcg(0), recv: pcg(1)}
+	as := &advStream{a: a, id: id, send: pcg(0), recv: pcg(1), conn: pcg(3)}
 	as.hold = &advHold{as: as, rng: pcg(2), ws: ws, compactRev: compactRev}
 	ws.Perturb(as.hold)
 	return as
@@ -336,14 +345,29 @@ func (as *advStream) split(r *watchhub.Response) []int {
 	return cuts
 }
 
-// reset reports whether the stream ends after the response just sent.
-func (as *advStream) reset() bool {
+// resetKind is what the adversary ends after a response: nothing, the watch
+// stream, or the client's whole connection.
+type resetKind int
+
+const (
+	noReset resetKind = iota
+	streamReset
+	connReset
+)
+
+// reset decides whether the stream, or the client's connection, ends after
+// the response just sent.
+func (as *advStream) reset() resetKind {
 	as.sent++
 	if as.sent < as.a.p.minResponsesBeforeReset || as.send.Float64() >= as.a.p.pReset {
-		return false
+		return noReset
+	}
+	if as.conn.Float64() < as.a.p.pConnReset {
+		as.a.record(ChoiceConnReset, as.id, -1, 0, "the client's connection is closed after %d responses of this stream", as.sent)
+		return connReset
 	}
 	as.a.record(ChoiceReset, as.id, -1, 0, "the stream ends with codes.Unavailable after %d responses", as.sent)
-	return true
+	return streamReset
 }
 
 // progressRequest decides what becomes of a client's progress request:

@@ -114,7 +114,7 @@ type Options struct {
 	// clients: wherever docs/SPEC.md leaves a server a choice — how watch
 	// responses are split and joined, when live watches fall behind and
 	// catch up, which progress notifications are sent, when a watch stream
-	// is reset — it takes an unusual one drawn from the adversary's seed,
+	// or the client's connection is reset — it takes an unusual one drawn from the adversary's seed,
 	// and logs it (see [Adversary]). The store is unaffected. Start also
 	// lets it choose the hub's StreamCapacity and ProgressInterval when
 	// Store.Watch leaves them 0. Default: none.
@@ -168,6 +168,10 @@ type Server struct {
 	log     *slog.Logger
 	metrics *Metrics
 	alarms  alarmSet
+	// advConns are the connections accepted while an adversary is set
+	// (adversary_conn.go), for its connection resets.
+	advConns    sync.Map
+	advAccepted atomic.Int64
 
 	// wmu orders writes against the transactions and puts the server
 	// evaluates itself (see txnEmulated): ordinary writes share it, those
@@ -246,6 +250,9 @@ func (s *Server) Serve(l net.Listener) error {
 		scheme = "https://"
 	}
 	hs := s.newHTTPServer(s.HTTPHandler(), secure)
+	if s.opts.Adversary != nil {
+		l = connTracker{Listener: l, conns: &s.advConns, accepted: &s.advAccepted}
+	}
 	var split *connSplitter
 	if !secure {
 		split = newConnSplitter(l)

@@ -294,7 +294,11 @@ func (sws *serverWatchStream) sendAdversarial(ctx context.Context, maxBytes int)
 	if err := sws.sendOne(r, maxBytes); err != nil {
 		return err
 	}
-	if adv.reset() {
+	switch adv.reset() {
+	case streamReset:
+		return errAdversaryReset
+	case connReset:
+		sws.s.closeConnOf(sws.gs.Context())
 		return errAdversaryReset
 	}
 	return nil
