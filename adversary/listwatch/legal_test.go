@@ -61,7 +61,7 @@ func runSeed(t *testing.T, subject harness.Subject, seed int64) listwatch.Report
 	var rep listwatch.Report
 	synctest.Test(t, func(t *testing.T) {
 		cfg := configFor(seed)
-		out := harness.RunWorkload(t, subject, cfg, harness.Workload{Seed: seed, Compact: true, LateHandlers: true, Restart: true},
+		out := harness.RunWorkload(t, subject, cfg, harness.Workload{Seed: seed, Compact: true, CompactAtEnd: true, LateHandlers: true, Restart: true},
 			adversarial(seed, &adv))
 		rep = adv.Report()
 		for i, vs := range out.Violations {

@@ -83,18 +83,22 @@ const (
 	// compacted at the head, so that the next page is answered 410 (§4.5);
 	// only with [Options.Compact].
 	CompactBehindList
+	// ShortPage: a page of a limited list holds fewer items than the
+	// limit, with a continue token (§4.2 asks only that the pages, one
+	// after the other, list every object once).
+	ShortPage
 
 	numKinds
 )
 
 var kindNames = [numKinds]string{
 	"config", "expire-watch", "expire-open", "close", "bookmark", "drop-bookmark",
-	"stale-list", "stale-not-older-than", "stale-watch-state", "watchlist-catch-up", "compact-behind-list",
+	"stale-list", "stale-not-older-than", "stale-watch-state", "watchlist-catch-up", "compact-behind-list", "short-page",
 }
 
 var kindSections = [numKinds]string{
 	"", "§4.5", "§4.3, §4.5", "§4.3", "§4.3, §3.6", "§6",
-	"§4.1, §5.8", "§4.1", "§4.3", "§4.4", "§4.5",
+	"§4.1, §5.8", "§4.1", "§4.3", "§4.4", "§4.5", "§4.2",
 }
 
 // String returns the kind's name as the report shows it.
@@ -198,6 +202,7 @@ type params struct {
 	pStaleWatch, pCatchUp       float64
 	pCatchUpMore                float64
 	pCompactBehind, pOldestSnap float64
+	pShortPage                  float64
 }
 
 // ListWatch is the adversarial list/watch source of one resource over a
@@ -241,10 +246,11 @@ func New(seed int64, st *store.Store, gvr informer.GVR, namespace string, opts O
 			pCatchUpMore:   between(0, 0.8),
 			pCompactBehind: between(0.1, 0.5),
 			pOldestSnap:    between(0.2, 0.8),
+			pShortPage:     between(0.1, 0.6),
 		}}
-	a.record(Config, "", 0, "expire-watch %.2f expire-open %.3f close-at-open %.2f close %.3f bookmark %.2f drop-bookmark %.2f stale-list %.2f stale-not-older-than %.2f stale-watch-state %.2f catch-up %.2f (more %.2f) compact-behind-list %.2f oldest-snapshot %.2f",
+	a.record(Config, "", 0, "expire-watch %.2f expire-open %.3f close-at-open %.2f close %.3f bookmark %.2f drop-bookmark %.2f stale-list %.2f stale-not-older-than %.2f stale-watch-state %.2f catch-up %.2f (more %.2f) compact-behind-list %.2f oldest-snapshot %.2f short-page %.2f",
 		a.p.pExpireWatch, a.p.pExpireOpen, a.p.pCloseAtOpen, a.p.pClose, a.p.pBookmark, a.p.pDropBookmark, a.p.pStaleList,
-		a.p.pStaleNOT, a.p.pStaleWatch, a.p.pCatchUp, a.p.pCatchUpMore, a.p.pCompactBehind, a.p.pOldestSnap)
+		a.p.pStaleNOT, a.p.pStaleWatch, a.p.pCatchUp, a.p.pCatchUpMore, a.p.pCompactBehind, a.p.pOldestSnap, a.p.pShortPage)
 	return a
 }
 
@@ -315,7 +321,14 @@ func (a *ListWatch) List(ctx context.Context, o informer.ListOptions) (*informer
 	n := a.lists.Add(1)
 	call := fmt.Sprintf("list %d", n)
 	rng := a.rng(1, n)
+	limit := o.Limit
+	if o.Limit > 1 && rng.Float64() < a.p.pShortPage {
+		o.Limit = 1 + rng.Int64N(min(o.Limit-1, 3))
+	}
 	l, err := a.list(ctx, o, rng, call)
+	if err == nil && o.Limit < limit && l.Continue != "" {
+		a.record(ShortPage, call, l.ResourceVersion, "a page of %d items at revision %d, for a limit of %d", len(l.Items), l.ResourceVersion, limit)
+	}
 	if err == nil && l.Continue != "" && a.opts.Compact != nil && rng.Float64() < a.p.pCompactBehind {
 		if head := a.st.Revision(); head > l.ResourceVersion && head > a.st.CompactRevision() {
 			if cerr := a.opts.Compact(ctx, head); cerr == nil {

@@ -27,6 +27,11 @@ type Workload struct {
 	// LateHandlers adds a handler now and then; Restart restarts the
 	// informer now and then (a new run).
 	LateHandlers, Restart bool
+	// CompactAtEnd compacts the store at the head once the writes are
+	// done, before the run quiesces — as the API server's compactor does
+	// every 5 minutes: a revision a client is stuck at goes, and a list
+	// at it is answered 410.
+	CompactAtEnd bool
 	// ProgressInterval is the store's progress notification interval,
 	// which become bookmarks (default 5 s; −1: none).
 	ProgressInterval time.Duration
@@ -107,6 +112,10 @@ func RunWorkload(t TB, subject Subject, cfg Config, w Workload, source func(h *H
 		case w.Restart && x == 5:
 			h.Restart(make([]*time.Duration, w.Handlers)...)
 		}
+	}
+	if w.CompactAtEnd {
+		h.Advance(time.Minute)
+		h.CompactNow()
 	}
 	h.Quiesce()
 	return Outcome{Rec: h.Rec, Violations: h.Violations()}
