@@ -2,8 +2,6 @@ package listwatch_test
 
 import (
 	"flag"
-	"fmt"
-	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -13,12 +11,11 @@ import (
 
 	"github.com/watchspec/watchspec/adversary/listwatch"
 	"github.com/watchspec/watchspec/conform/informertest"
-	"github.com/watchspec/watchspec/impl/informer"
 	harness "github.com/watchspec/watchspec/internal/informertest"
 )
 
 var (
-	seedsFlag = flag.Int("listwatch.seeds", 12, "how many seeds TestLegalUnderAdversary runs per informer")
+	seedsFlag = flag.Int("listwatch.seeds", 20, "how many seeds TestLegalUnderAdversary runs per informer")
 	firstFlag = flag.Int64("listwatch.first", 1, "the first seed TestLegalUnderAdversary runs")
 )
 
@@ -32,48 +29,15 @@ var subjects = []struct {
 	{"client-go", informertest.ClientGo{}},
 }
 
-// configFor draws the informer's configuration from the seed: WatchList or
-// list-and-watch, resync, page size.
-func configFor(seed int64) harness.Config {
-	cfg := harness.Config{WatchList: seed%2 == 0}
-	if seed%3 == 0 {
-		cfg.ResyncPeriod = 10 * time.Second
-	}
-	if seed%5 == 1 {
-		cfg.PageSize = 2
-	}
-	return cfg
-}
-
-// adversarial is the source RunWorkload reads through: the adversary over
-// the harness's store, compacting through its recorder.
-func adversarial(seed int64, adv **listwatch.ListWatch) func(h *harness.Harness) informer.ListerWatcher {
-	return func(h *harness.Harness) informer.ListerWatcher {
-		*adv = listwatch.New(seed, h.Store(), harness.GVR, "", listwatch.Options{Compact: h.Rec.Compact})
-		return *adv
-	}
-}
-
 // runSeed runs the workload of seed under the adversary of seed and
 // fails t if a recorded run breaks a rule.
 func runSeed(t *testing.T, subject harness.Subject, seed int64) listwatch.Report {
-	var adv *listwatch.ListWatch
 	var rep listwatch.Report
 	synctest.Test(t, func(t *testing.T) {
-		cfg := configFor(seed)
-		out := harness.RunWorkload(t, subject, cfg, harness.Workload{Seed: seed, Compact: true, CompactAtEnd: true, LateHandlers: true, Restart: true},
-			adversarial(seed, &adv))
-		rep = adv.Report()
-		for i, vs := range out.Violations {
-			if len(vs) == 0 {
-				continue
-			}
-			var b strings.Builder
-			for _, v := range vs {
-				fmt.Fprintf(&b, "  %s\n", v)
-			}
-			t.Errorf("seed %d (config %+v), run %d of %d: the informer over a legal adversary broke the contract, or the adversary was not legal:\n%s%s\n%s",
-				seed, cfg, i+1, len(out.Violations), b.String(), out.Rec.Dump(out.Rec.Runs()[i], fmt.Sprintf("listwatch-seed-%d", seed)), rep)
+		var out harness.Outcome
+		out, rep = harness.RunUnderAdversary(t, subject, seed)
+		if msg := harness.Explain(out, rep, seed); msg != "" {
+			t.Errorf("the informer over a legal adversary broke the contract, or the adversary was not legal: %s", msg)
 		}
 	})
 	return rep
