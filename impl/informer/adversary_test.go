@@ -33,7 +33,7 @@ var buggyInformers = []struct {
 	// InformerSubsequence; kubernetes#67998: every relist asks for "0",
 	// the adversary serves it from a snapshot older than what the
 	// informer has seen, and its handlers go back in time.
-	{"relists at \"0\"", informer.MutantRelistAtZero, informertest.Config{}, 1, spec.InformerSubsequence},
+	{"relists at \"0\"", informer.MutantRelistAtZero, informertest.Config{}, 2, spec.InformerSubsequence},
 	// SPEC §4.4 InitialEventsEnd, §5.1: a WatchList's changes before its
 	// end bookmark are ignored; the adversary's WatchList opens with an
 	// older state and catches it up before the bookmark, and the informer

@@ -96,12 +96,14 @@ func RunWorkload(t TB, subject Subject, cfg Config, w Workload, source func(h *H
 		write()
 	}
 	h.Start(w.Handlers)
+	h.Settle()
 	pauses := []time.Duration{0, 10 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second, 15 * time.Second}
 	for range w.Writes {
 		write()
-		if d := pauses[rng.IntN(len(pauses))]; d > 0 {
-			h.Advance(d)
-		}
+		// Settled after every write (with or without time passing), the
+		// informer's requests and the events its watches get come in the
+		// same order every time: a seed replays its adversary's choices.
+		h.Advance(pauses[rng.IntN(len(pauses))])
 		switch x := rng.IntN(40); {
 		case w.Compact && x < 4:
 			if cur := h.Store().Revision() - int64(rng.IntN(3)); cur > h.Rec.CompactRevision() {
@@ -112,6 +114,7 @@ func RunWorkload(t TB, subject Subject, cfg Config, w Workload, source func(h *H
 		case w.Restart && x == 5:
 			h.Restart(make([]*time.Duration, w.Handlers)...)
 		}
+		h.Settle()
 	}
 	if w.CompactAtEnd {
 		h.Advance(time.Minute)
