@@ -252,7 +252,8 @@ func checkInitialState(h History, c WatchCall, start WatchStart,
 		// ADDED events that are creations may be the state or changes after
 		// it, and read as the state they may be out of order (a change
 		// creating a key that sorts before the state's last one) where
-		// read as changes they are legal.
+		// read as changes — in revision order, after the state — they are
+		// legal.
 		for _, sorted := range []bool{true, false} {
 			for k := n; k >= lowest; k-- {
 				top := rev
@@ -267,6 +268,9 @@ func checkInitialState(h History, c WatchCall, start WatchStart,
 				for s0 := top; s0 >= base; s0-- {
 					if diffObjects(h.Objects(c.Prefix, s0), sortedObjects(initial)) != "" {
 						continue
+					}
+					if sorted && k < n && !changesAfter(c.Events[k:m], s0) {
+						continue // read as changes they would go back: not a better reading
 					}
 					if !inOrder {
 						fail(spec.InitialEventsEnd, []int64{rev}, nil, "the initial events of a WatchList are not sorted by key")
@@ -322,6 +326,19 @@ func checkInitialState(h History, c WatchCall, start WatchStart,
 	}
 	fail(spec.WatchStart, []int64{lo, hi}, nil, "the %d ADDED events a %s watch opens with are not the objects of any revision from %d to %d", n, start.Semantic, lo, hi)
 	return 0, nil, -1, false
+}
+
+// changesAfter reports whether evs can be changes after revision s0:
+// their resourceVersions are above s0 and never decrease.
+func changesAfter(evs []WatchEvent, s0 int64) bool {
+	last := s0 + 1
+	for _, e := range evs {
+		if e.Object.ResourceVersion < last {
+			return false
+		}
+		last = e.Object.ResourceVersion
+	}
+	return true
 }
 
 // subsetOf reports whether every object of evs is one of objs.
