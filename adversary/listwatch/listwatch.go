@@ -215,12 +215,12 @@ type ListWatch struct {
 	opts  Options
 
 	lists, watches atomic.Int64
-	seq            atomic.Int64
 	// window is the oldest resourceVersion a watch may start from: a
 	// watch from below it is answered 410 (it only moves forward).
 	window atomic.Int64
 
 	mu       sync.Mutex
+	seq      int64
 	counts   [numKinds]int64
 	log      []Choice
 	unlogged int64
@@ -257,9 +257,9 @@ func New(seed int64, st *store.Store, gvr informer.GVR, namespace string, opts O
 // Seed returns the seed the adversary draws from.
 func (a *ListWatch) Seed() int64 { return a.seed }
 
-// Store returns the store's own list/watch underneath, for its
+// StoreListWatch returns the store's own list/watch underneath, for its
 // RequestBookmarks and DropWatches.
-func (a *ListWatch) Store() *informer.StoreListWatch { return a.inner }
+func (a *ListWatch) StoreListWatch() *informer.StoreListWatch { return a.inner }
 
 // Report returns the choices made so far.
 func (a *ListWatch) Report() Report {
@@ -273,9 +273,11 @@ func (a *ListWatch) Report() Report {
 }
 
 func (a *ListWatch) record(kind Kind, call string, rev int64, format string, args ...any) {
-	c := Choice{Seq: a.seq.Add(1), Seed: a.seed, Kind: kind, Call: call, Revision: rev, Detail: fmt.Sprintf(format, args...)}
+	c := Choice{Seed: a.seed, Kind: kind, Call: call, Revision: rev, Detail: fmt.Sprintf(format, args...)}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.seq++
+	c.Seq = a.seq
 	a.counts[kind]++
 	if len(a.log) < MaxLoggedChoices {
 		a.log = append(a.log, c)

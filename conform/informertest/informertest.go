@@ -22,6 +22,13 @@
 //
 // The scenarios are those watchspec runs against its own informer
 // (impl/informer) and client-go (proptest); -rapid.checks sets how many.
+//
+// [TestInformerUnderAdversary] runs the informer over the legal adversary
+// instead (package adversary/listwatch): a list/watch source that takes,
+// from a seed, the unusual choices the Kubernetes API allows the server —
+// 410 as early as allowed, watches closed, stale lists at "0", WatchLists
+// caught up before their end bookmark — so that bugs a quiet server hides
+// show (docs/ADVERSARY.md).
 package informertest
 
 import (
