@@ -599,8 +599,9 @@ func (w *watcher) run() {
 		case informer.Added, informer.Modified, informer.Deleted:
 			rev := ev.Object.ResourceVersion
 			if w.endPending {
-				if rev > w.endAtLeast && w.rng.Float64() >= w.a.p.pCatchUpMore {
-					// Every change up to rev−1 ≥ endAtLeast has been sent.
+				if rev > w.endAtLeast && rev > w.lastRev && w.rng.Float64() >= w.a.p.pCatchUpMore {
+					// A new revision: every change up to rev−1 ≥ endAtLeast
+					// has been sent (a revision's changes are never split).
 					if !w.send(w.endBookmark(rev - 1)) {
 						return
 					}
