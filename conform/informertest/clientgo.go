@@ -30,9 +30,13 @@ type ClientGo struct {
 	NewInformer func(lw cache.ListerWatcher, example runtime.Object, opts cache.SharedIndexInformerOptions) cache.SharedIndexInformer
 }
 
-// New builds the informer over lw; the harness runs it.
-func (c ClientGo) New(lw informer.ListerWatcher, cfg Config) Informer {
-	clw := &cache.ListWatch{
+// ClientGoListerWatcher serves lw — the reference store's list/watch, or
+// the informer adversary over it (adversary/listwatch) — to client-go, as
+// a cache.ListWatch of unstructured ConfigMaps (data.value holds the
+// stored value): build a client-go informer or controller of your own
+// over it.
+func ClientGoListerWatcher(lw informer.ListerWatcher) *cache.ListWatch {
+	return &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			l, err := lw.List(ctx, informer.ListOptions{ResourceVersion: o.ResourceVersion, ResourceVersionMatch: string(o.ResourceVersionMatch),
 				Limit: o.Limit, Continue: o.Continue})
@@ -61,6 +65,11 @@ func (c ClientGo) New(lw informer.ListerWatcher, cfg Config) Informer {
 			return cw, nil
 		},
 	}
+}
+
+// New builds the informer over lw; the harness runs it.
+func (c ClientGo) New(lw informer.ListerWatcher, cfg Config) Informer {
+	clw := ClientGoListerWatcher(lw)
 	var src cache.ListerWatcher = clw
 	if !cfg.WatchList {
 		src = noWatchList{clw}

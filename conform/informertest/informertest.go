@@ -22,12 +22,21 @@
 //
 // The scenarios are those watchspec runs against its own informer
 // (impl/informer) and client-go (proptest); -rapid.checks sets how many.
+//
+// [TestInformerUnderAdversary] runs the informer over the legal adversary
+// instead (package adversary/listwatch): a list/watch source that takes,
+// from a seed, the unusual choices the Kubernetes API allows the server —
+// 410 as early as allowed, watches closed, stale lists at "0", WatchLists
+// caught up before their end bookmark — so that bugs a quiet server hides
+// show (docs/ADVERSARY.md).
 package informertest
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
+	"testing/synctest"
 
 	"pgregory.net/rapid"
 
@@ -58,6 +67,42 @@ type Registration = harness.Registration
 // GVR is the resource the scenarios write and the informers watch
 // (ConfigMaps).
 var GVR = harness.GVR
+
+// TestInformerUnderAdversary runs an informer of subject through a
+// workload per seed (default: seeds 1 to 20) — writes, compactions, late
+// handlers, restarts, under fake time — over the informer adversary of
+// that seed (package adversary/listwatch): a list/watch source that takes,
+// wherever docs/SPEC.md §4 leaves the API server a choice, a legal but
+// unusual one — watches answered 410 at once or midway, closed, bookmarks
+// added or dropped, lists at "0" and NotOlderThan from older snapshots,
+// WatchLists caught up before their end bookmark, short pages. Every run
+// is recorded and checked against the informer contract (SPEC §5); a
+// failing run fails t naming the rule, with the trace written for
+// `watchspec check` and the adversary's choices. Every choice is legal, so
+// a failure is the informer's. The configuration (WatchList or list and
+// watch, resync, page size) is drawn from the seed.
+//
+//	func TestMyInformerUnderAdversary(t *testing.T) {
+//		informertest.TestInformerUnderAdversary(t, informertest.ClientGo{NewInformer: myInformerSetup})
+//	}
+func TestInformerUnderAdversary(t *testing.T, subject Subject, seeds ...int64) {
+	t.Helper()
+	if len(seeds) == 0 {
+		for s := int64(1); s <= 20; s++ {
+			seeds = append(seeds, s)
+		}
+	}
+	for _, seed := range seeds {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				out, rep := harness.RunUnderAdversary(t, subject, seed)
+				if msg := harness.Explain(out, rep, seed); msg != "" {
+					t.Error(msg)
+				}
+			})
+		})
+	}
+}
 
 // TestInformer runs random scenarios (rapid.Check) against informers of
 // subject and fails t when a recorded run breaks the informer contract

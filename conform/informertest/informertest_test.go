@@ -43,3 +43,38 @@ func TestInformerFailsOnBrokenInformer(t *testing.T) {
 		t.Errorf("the failing run does not name InformerConverges §5.2:\n%s", out)
 	}
 }
+
+// client-go's SharedIndexInformer (resync on every third seed) passes the
+// informer contract under the informer adversary. SPEC §4, §5.
+func TestInformerUnderAdversaryClientGo(t *testing.T) {
+	klog.SetLogger(logr.Discard())
+	informertest.TestInformerUnderAdversary(t, informertest.ClientGo{}, 1, 2, 3, 4, 5, 6)
+}
+
+const brokenAdvEnv = "INFORMERTEST_BROKEN_ADVERSARY_CHILD"
+
+// Run as a child only: TestInformerUnderAdversary against client-go that
+// never sees a DELETED event.
+func TestInformerUnderAdversaryDropsEvents(t *testing.T) {
+	if os.Getenv(brokenAdvEnv) == "" {
+		t.Skip("the failing case, run by TestInformerUnderAdversaryFailsOnBrokenInformer")
+	}
+	klog.SetLogger(logr.Discard())
+	informertest.TestInformerUnderAdversary(t, informertest.DropsEvents(informertest.ClientGo{}), 1, 2, 3)
+}
+
+// TestInformerUnderAdversary fails on an informer that drops DELETED
+// events, naming SPEC §5.2 InformerConverges and the adversary's seed.
+func TestInformerUnderAdversaryFailsOnBrokenInformer(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestInformerUnderAdversaryDropsEvents$")
+	cmd.Env = append(os.Environ(), brokenAdvEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("TestInformerUnderAdversary passed an informer that drops events:\n%s", out)
+	}
+	for _, want := range []string{"InformerConverges §5.2", "under the informer adversary with seed", "listwatch adversary seed"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the failing run does not say %q:\n%s", want, out)
+		}
+	}
+}

@@ -9,11 +9,13 @@ type Mutant = mutant
 
 // The mutants.
 const (
-	MutantNone                 = mutantNone
-	MutantNoTombstones         = mutantNoTombstones
-	MutantRVFromSyntheticAdded = mutantRVFromSyntheticAdded
-	MutantReorderDeltas        = mutantReorderDeltas
-	MutantSkipRelistOn410      = mutantSkipRelistOn410
+	MutantNone                    = mutantNone
+	MutantNoTombstones            = mutantNoTombstones
+	MutantRVFromSyntheticAdded    = mutantRVFromSyntheticAdded
+	MutantReorderDeltas           = mutantReorderDeltas
+	MutantSkipRelistOn410         = mutantSkipRelistOn410
+	MutantRelistAtZero            = mutantRelistAtZero
+	MutantWatchListIgnoresCatchUp = mutantWatchListIgnoresCatchUp
 )
 
 // SetTestHooks installs a mutant and a hook run before each pop of the

@@ -20,6 +20,15 @@ const (
 	// mutantSkipRelistOn410: a watch answered 410 Expired is opened again
 	// at the same resourceVersion instead of relisting.
 	mutantSkipRelistOn410
+	// mutantRelistAtZero: every list asks for resourceVersion "0", as
+	// client-go's Reflector did before kubernetes#83520: a relist may be
+	// served from a snapshot older than what the informer has seen
+	// (kubernetes#67998).
+	mutantRelistAtZero
+	// mutantWatchListIgnoresCatchUp: a WatchList's changes before its
+	// k8s.io/initial-events-end bookmark are ignored, as if the initial
+	// events were only ADDED (SPEC §4.4 allows changes there).
+	mutantWatchListIgnoresCatchUp
 )
 
 // testHooks are test-only knobs: fault injection and mutants. A nil

@@ -154,7 +154,7 @@ func (r *Reflector) relistResourceVersion() string {
 	switch {
 	case r.unavailable:
 		return ""
-	case r.lastSyncRV == "":
+	case r.lastSyncRV == "" || r.hooks.is(mutantRelistAtZero):
 		return "0"
 	}
 	return r.lastSyncRV
@@ -456,10 +456,14 @@ func (r *Reflector) handleWatch(ctx context.Context, start time.Time, w Watcher,
 				err = store.Add(ev.Object)
 			case Modified:
 				besidesAdded = true
-				err = store.Update(ev.Object)
+				if !(exitOnBookmark && r.hooks.is(mutantWatchListIgnoresCatchUp)) {
+					err = store.Update(ev.Object)
+				}
 			case Deleted:
 				besidesAdded = true
-				err = store.Delete(ev.Object)
+				if !(exitOnBookmark && r.hooks.is(mutantWatchListIgnoresCatchUp)) {
+					err = store.Delete(ev.Object)
+				}
 			case Bookmark:
 				besidesAdded = true
 				got = got || ev.InitialEventsEnd

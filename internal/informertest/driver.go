@@ -177,6 +177,11 @@ func NewHarness(t TB, subject Subject, cfg Config, watch watchhub.Options) *Harn
 	return h
 }
 
+// UseSource makes the informer read through lw instead of the store's own
+// ListWatch (StoreLW), still recorded and with the faults of LW: an
+// adversarial source (adversary/listwatch). Call it before Start.
+func (h *Harness) UseSource(lw informer.ListerWatcher) { h.LW.inner = lw }
+
 // Close stops the informer if it runs and removes the store.
 func (h *Harness) Close() {
 	if h.inf != nil {

@@ -248,20 +248,35 @@ func checkInitialState(h History, c WatchCall, start WatchStart,
 		// changes only ADDED events that are creations; the events up to
 		// the bookmark are then the changes after S₀, which the bookmark (a
 		// progress notification at S) says are complete.
-		for k := n; k >= lowest; k-- {
-			top := rev
-			if k < m {
-				top = min(top, c.Events[k].Object.ResourceVersion-1)
-			}
-			for s0 := top; s0 >= base; s0-- {
-				if diffObjects(h.Objects(c.Prefix, s0), sortedObjects(c.Events[:k])) != "" {
-					continue
+		// A reading whose state is sorted by key comes first: leading
+		// ADDED events that are creations may be the state or changes after
+		// it, and read as the state they may be out of order (a change
+		// creating a key that sorts before the state's last one) where
+		// read as changes — in revision order, after the state — they are
+		// legal.
+		for _, sorted := range []bool{true, false} {
+			for k := n; k >= lowest; k-- {
+				top := rev
+				if k < m {
+					top = min(top, c.Events[k].Object.ResourceVersion-1)
 				}
 				initial := c.Events[:k]
-				if !sort.SliceIsSorted(initial, func(i, j int) bool { return initial[i].Object.Key < initial[j].Object.Key }) {
-					fail(spec.InitialEventsEnd, []int64{rev}, nil, "the initial events of a WatchList are not sorted by key")
+				inOrder := sort.SliceIsSorted(initial, func(i, j int) bool { return initial[i].Object.Key < initial[j].Object.Key })
+				if sorted && !inOrder {
+					continue
 				}
-				return s0, c.Events[k:], m - k, true
+				for s0 := top; s0 >= base; s0-- {
+					if diffObjects(h.Objects(c.Prefix, s0), sortedObjects(initial)) != "" {
+						continue
+					}
+					if sorted && k < n && !changesAfter(c.Events[k:m], s0) {
+						continue // read as changes they would go back: not a better reading
+					}
+					if !inOrder {
+						fail(spec.InitialEventsEnd, []int64{rev}, nil, "the initial events of a WatchList are not sorted by key")
+					}
+					return s0, c.Events[k:], m - k, true
+				}
 			}
 		}
 		fail(spec.WatchStart, []int64{rev}, nil, "the initial events are not the stored objects at revision %d, nor at any revision before it that the changes up to the bookmark continue: %s",
@@ -311,6 +326,19 @@ func checkInitialState(h History, c WatchCall, start WatchStart,
 	}
 	fail(spec.WatchStart, []int64{lo, hi}, nil, "the %d ADDED events a %s watch opens with are not the objects of any revision from %d to %d", n, start.Semantic, lo, hi)
 	return 0, nil, -1, false
+}
+
+// changesAfter reports whether evs can be changes after revision s0:
+// their resourceVersions are above s0 and never decrease.
+func changesAfter(evs []WatchEvent, s0 int64) bool {
+	last := s0 + 1
+	for _, e := range evs {
+		if e.Object.ResourceVersion < last {
+			return false
+		}
+		last = e.Object.ResourceVersion
+	}
+	return true
 }
 
 // subsetOf reports whether every object of evs is one of objs.
