@@ -90,6 +90,26 @@ type op struct {
 	ret    int64 // math.MaxInt64 when the outcome is unknown and unpinned
 	bucket int64 // the revision the revision-order stage places it at
 	key    int64 // its place among the operations of that revision
+	// guess, for the server's deletion of a lease's keys that no watch
+	// showed, is the revision the revision-order stage tries it at (0:
+	// none); porcupine never sees it.
+	guess int64
+}
+
+// guessed is the output the revision-order stage replays: with a guess,
+// the operation must create that revision.
+func (p *op) guessed() Output {
+	out := p.out
+	if p.guess == 0 {
+		return out
+	}
+	if out.Response == nil {
+		out.Pinned = p.guess
+		return out
+	}
+	r := *out.Response
+	r.Revision, out.Response, out.AnyRevision = p.guess, &r, false
+	return out
 }
 
 // Check checks one trace. It returns an error only when the trace cannot be
@@ -113,13 +133,23 @@ func Check(t *traces.Trace, opts Options) (*Result, error) {
 		res.WatchResponses += len(w.Responses)
 	}
 	var deletions []*serverDeletion
+	var ends map[*traces.Op]leaseEnd
 	leases := usesLeases(t)
 	if leases {
 		// §3.14: the server's own deletions join the operations (see
-		// lease.go); the trace itself is not modified.
+		// lease.go): those watches showed at their revisions, those no
+		// watch showed as the deletions of their leases; the trace itself
+		// is not modified.
 		deletions = findServerDeletions(t)
 		c := *t
 		c.Ops = append(withoutLeaseRefusals(t.Ops), serverOps(deletions)...)
+		lops, info := serverLeaseOps(t, deletions, -1-len(deletions))
+		n := len(c.Ops)
+		c.Ops = append(c.Ops, lops...)
+		ends = make(map[*traces.Op]leaseEnd, len(info))
+		for i, e := range info {
+			ends[&c.Ops[n+i]] = e
+		}
 		t = &c
 	}
 	obs := observe(t)
@@ -130,10 +160,16 @@ func Check(t *traces.Trace, opts Options) (*Result, error) {
 	}
 	progress("%s: linearizing %s", t.Name, linearizing(len(t.Ops), len(ops), len(serializable)))
 	res.Checks[spec.Linearizable]++
+	if len(ends) > 0 && !a.gaps && len(start) > 0 {
+		guessLeaseRevisions(ops, ends, start[0].Revision())
+	}
 	final, ok := revisionOrder(ops, start, a)
 	if ok {
 		res.Verdict, res.Method = Linearizable, "revision order"
 	} else {
+		for _, p := range ops {
+			p.guess = 0 // porcupine decides without them
+		}
 		progress("%s: revision order failed; searching with porcupine (timeout %v)", t.Name, opts.Timeout)
 		res.Method = "porcupine"
 		stop := ticker(func(elapsed time.Duration) {
@@ -145,14 +181,16 @@ func Check(t *traces.Trace, opts Options) (*Result, error) {
 			return nil, err
 		}
 	}
+	if res.Verdict == Linearizable {
+		res.History = final.History()
+	}
 	if leases {
-		res.checkLeases(t, deletions)
+		res.checkLeases(t, deletions, placedDeletions(t, ops, res.History, ends))
 	}
 	if res.Verdict != Linearizable {
 		res.checkWriteRevisions(t, obs, nil)
 		return res, nil
 	}
-	res.History = final.History()
 	res.checkWriteRevisions(t, obs, res.History)
 	res.checkSerializable(serializable, ops, start, final)
 	progress("%s: validating %d watches (%d responses)", t.Name, len(t.Watches), res.WatchResponses)

@@ -36,7 +36,7 @@ type revisionIndex struct {
 func newRevisionIndex(ops []*op, start int64) *revisionIndex {
 	x := &revisionIndex{start: start}
 	for _, p := range ops {
-		if p.out.Response != nil && p.out.Response.Err == nil {
+		if p.out.Response != nil && p.out.Response.Err == nil && !p.out.AnyRevision {
 			x.byReturn = append(x.byReturn, p)
 		}
 	}
@@ -78,7 +78,7 @@ func (x *revisionIndex) upper(t int64) int64 {
 // createdHere reports whether p's outcome created the revision it is placed
 // at.
 func createdHere(p *op) bool {
-	if p.out.Pinned > 0 {
+	if p.out.Pinned > 0 || p.guess > 0 {
 		return true
 	}
 	rev, ok := createdRevision(p.out.Response)
@@ -100,10 +100,16 @@ func place(ops []*op, x *revisionIndex) []*op {
 	for _, p := range ops {
 		p.key = p.call
 		switch {
+		case p.guess > 0:
+			p.bucket = p.guess // a server lease deletion, placed by guessLeaseRevisions
 		case p.out.Pinned > 0:
 			p.bucket = p.out.Pinned
 		case p.out.Response == nil:
 			continue // unknown and unseen: taken as not applied
+		case p.out.AnyRevision:
+			// A revocation that no gap was given to: taken as deleting
+			// nothing, as early as real time allows.
+			p.bucket = x.lower(p.call)
 		case p.out.Response.Err == nil:
 			p.bucket = p.out.Response.Revision
 		default:
@@ -208,7 +214,7 @@ func order(placed []*op) bool {
 func replay(ordered []*op, start States, a allow) (kv.State, bool) {
 	states := start
 	for _, p := range ordered {
-		if states = a.step(states, p.t.Request, p.out); len(states) == 0 {
+		if states = a.step(states, p.t.Request, p.guessed()); len(states) == 0 {
 			return kv.State{}, false
 		}
 	}
