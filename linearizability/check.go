@@ -90,26 +90,10 @@ type op struct {
 	ret    int64 // math.MaxInt64 when the outcome is unknown and unpinned
 	bucket int64 // the revision the revision-order stage places it at
 	key    int64 // its place among the operations of that revision
-	// guess, for the server's deletion of a lease's keys that no watch
-	// showed, is the revision the revision-order stage tries it at (0:
-	// none); porcupine never sees it.
+	// guess, for a write the revision-order stage placed without a known
+	// revision (fillGaps: a server lease deletion no watch showed, a client
+	// write of unknown outcome), is the revision it created there (0: none).
 	guess int64
-}
-
-// guessed is the output the revision-order stage replays: with a guess,
-// the operation must create that revision.
-func (p *op) guessed() Output {
-	out := p.out
-	if p.guess == 0 {
-		return out
-	}
-	if out.Response == nil {
-		out.Pinned = p.guess
-		return out
-	}
-	r := *out.Response
-	r.Revision, out.Response, out.AnyRevision = p.guess, &r, false
-	return out
 }
 
 // Check checks one trace. It returns an error only when the trace cannot be
@@ -160,16 +144,10 @@ func Check(t *traces.Trace, opts Options) (*Result, error) {
 	}
 	progress("%s: linearizing %s", t.Name, linearizing(len(t.Ops), len(ops), len(serializable)))
 	res.Checks[spec.Linearizable]++
-	if len(ends) > 0 && !a.gaps && len(start) > 0 {
-		guessLeaseRevisions(ops, ends, start[0].Revision())
-	}
-	final, ok := revisionOrder(ops, start, a)
+	final, ok := revisionOrderFilling(ops, ends, start, a)
 	if ok {
 		res.Verdict, res.Method = Linearizable, "revision order"
 	} else {
-		for _, p := range ops {
-			p.guess = 0 // porcupine decides without them
-		}
 		progress("%s: revision order failed; searching with porcupine (timeout %v)", t.Name, opts.Timeout)
 		res.Method = "porcupine"
 		stop := ticker(func(elapsed time.Duration) {

@@ -78,7 +78,7 @@ func (x *revisionIndex) upper(t int64) int64 {
 // createdHere reports whether p's outcome created the revision it is placed
 // at.
 func createdHere(p *op) bool {
-	if p.out.Pinned > 0 || p.guess > 0 {
+	if p.out.Pinned > 0 {
 		return true
 	}
 	rev, ok := createdRevision(p.out.Response)
@@ -100,8 +100,6 @@ func place(ops []*op, x *revisionIndex) []*op {
 	for _, p := range ops {
 		p.key = p.call
 		switch {
-		case p.guess > 0:
-			p.bucket = p.guess // a server lease deletion, placed by guessLeaseRevisions
 		case p.out.Pinned > 0:
 			p.bucket = p.out.Pinned
 		case p.out.Response == nil:
@@ -214,7 +212,7 @@ func order(placed []*op) bool {
 func replay(ordered []*op, start States, a allow) (kv.State, bool) {
 	states := start
 	for _, p := range ordered {
-		if states = a.step(states, p.t.Request, p.guessed()); len(states) == 0 {
+		if states = a.step(states, p.t.Request, p.out); len(states) == 0 {
 			return kv.State{}, false
 		}
 	}
