@@ -1,6 +1,8 @@
 package linearizability
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -140,5 +142,116 @@ func TestServerDeletionsSeenByReadsMutants(t *testing.T) {
 			}
 			t.Logf("%s, %v", v, ps)
 		})
+	}
+}
+
+// manyLeasesTrace simulates a correct server with no watch: one client at
+// a time grants leases (TTL 2–5 s), puts keys with them (or without, which
+// detaches a key), keeps some alive, revokes some; the server expires the
+// others after their TTL (kv.LeaseRevokeRequest, recorded nowhere); reads
+// of random key ranges are the only witnesses. Every response is the
+// model's. steps operations; seed fixes the choices.
+func manyLeasesTrace(steps int, seed uint64) *traces.Trace {
+	rng := rand.New(rand.NewPCG(seed, 16))
+	tr := &traces.Trace{Name: fmt.Sprintf("many leases, seed %d", seed), Header: traces.Header{System: "simulated", UniqueValues: true}}
+	type live struct{ ttl, ack int64 }
+	leases := map[int64]*live{}
+	var ids []int64
+	var s kv.State
+	now, next, line := int64(0), int64(0), 0
+	key := func(i int) string { return fmt.Sprintf("k%03d", i) }
+	nkeys := max(steps/4, 8)
+	tick := func() (int64, int64) {
+		call := now + 1000
+		now = call + 1000 + int64(rng.IntN(50))*int64(1e6)
+		line++
+		return call, call + 1000
+	}
+	op := func(req kv.Request) {
+		call, ret := tick()
+		var resp kv.Response
+		s, resp = kv.Step(s, req)
+		tr.Ops = append(tr.Ops, traces.Op{Line: line, Client: 1, Call: call, Return: ret, Request: req, Response: &resp})
+	}
+	leaseOp := func(req lease.Request, resp lease.Response) {
+		call, ret := tick()
+		tr.LeaseOps = append(tr.LeaseOps, traces.LeaseOp{Line: line, Client: 2, Call: call, Return: ret, Request: req, Response: &resp})
+	}
+	for range steps {
+		// The server expires the leases whose TTL ran out.
+		for _, id := range slices.Clone(ids) {
+			if l := leases[id]; l != nil && now > l.ack+l.ttl*sec+int64(rng.IntN(500))*int64(1e6) {
+				s, _ = kv.Step(s, kv.Request{LeaseRevoke: &kv.LeaseRevokeRequest{Lease: id}})
+				delete(leases, id)
+				ids = slices.DeleteFunc(ids, func(x int64) bool { return x == id })
+			}
+		}
+		var some int64
+		if len(ids) > 0 {
+			some = ids[rng.IntN(len(ids))]
+		}
+		switch p := rng.IntN(100); {
+		case p < 15 || some == 0:
+			next++
+			ttl := int64(2 + rng.IntN(4))
+			leaseOp(lease.Request{Grant: &lease.GrantRequest{ID: next, TTL: ttl}}, lease.Response{ID: next, TTL: ttl})
+			leases[next], ids = &live{ttl: ttl, ack: tr.LeaseOps[len(tr.LeaseOps)-1].Call}, append(ids, next)
+		case p < 50:
+			l := some
+			if rng.IntN(5) == 0 {
+				l = 0
+			}
+			op(kv.Request{Put: &kv.PutRequest{Key: key(rng.IntN(nkeys)), Value: fmt.Sprint(line), Lease: l}})
+		case p < 58:
+			leaseOp(lease.Request{KeepAlive: &lease.KeepAliveRequest{ID: some}}, lease.Response{ID: some, TTL: leases[some].ttl})
+			leases[some].ack = tr.LeaseOps[len(tr.LeaseOps)-1].Call
+		case p < 65:
+			s, _ = kv.Step(s, kv.Request{LeaseRevoke: &kv.LeaseRevokeRequest{Lease: some}})
+			leaseOp(lease.Request{Revoke: &lease.RevokeRequest{ID: some}}, lease.Response{Revision: s.Revision()})
+			delete(leases, some)
+			ids = slices.DeleteFunc(ids, func(x int64) bool { return x == some })
+		default:
+			a := rng.IntN(nkeys)
+			op(kv.Request{Range: &kv.RangeRequest{Key: key(a), RangeEnd: key(a + 1 + rng.IntN(nkeys/2))}})
+		}
+	}
+	return tr
+}
+
+// SPEC §2.7 Linearizable, §3.14 LeaseDeletes, §2.11 LeaseExpiry: a correct
+// server's many revocations and expiries, seen only by reads of parts of
+// the key space, are linearized — and by the revision order, not by
+// porcupine's search, which the lease deletions of unknown outcome would
+// make costly (the gap-filling stage, gaps.go).
+func TestManyLeasesWithoutWatches(t *testing.T) {
+	for seed := uint64(1); seed <= 5; seed++ {
+		tr := manyLeasesTrace(600, seed)
+		res, err := Check(tr, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Verdict != Linearizable || len(res.Violations) > 0 {
+			t.Fatalf("seed %d: %s, %v", seed, res.Verdict, res.Violations)
+		}
+		if res.Method != "revision order" {
+			t.Errorf("seed %d: decided by %s; want the revision order", seed, res.Method)
+		}
+		if res.Checks[spec.LeaseExpiry] == 0 {
+			t.Errorf("seed %d: no lease deletion placed and judged", seed)
+		}
+		t.Logf("seed %d: %d ops, %d lease ops, %d lease deletions judged", seed, len(tr.Ops), len(tr.LeaseOps), res.Checks[spec.LeaseExpiry])
+	}
+}
+
+// BenchmarkManyLeasesWithoutWatches: 5,000 steps of manyLeasesTrace
+// (hundreds of leases, no watch), checked end to end.
+func BenchmarkManyLeasesWithoutWatches(b *testing.B) {
+	tr := manyLeasesTrace(5000, 1)
+	b.ResetTimer()
+	for range b.N {
+		res, err := Check(tr, Options{})
+		if err != nil || res.Verdict != Linearizable || len(res.Violations) > 0 {
+			b.Fatalf("%v %v %v", err, res.Verdict, res.Violations)
+		}
 	}
 }
