@@ -321,6 +321,8 @@ func leaseWhere(msg string) string {
 //   - otherwise (the lease expired, or a revoke's outcome is unknown or
 //     "not found"): one operation of unknown outcome, from the lease's
 //     grant (or its first attach) on; it may take effect, or not at all.
+//     When a read found one of its keys gone that nothing else could have
+//     removed (readsSeeGone), it took effect before that read returned.
 //     When a client saw the lease gone (§2.11's sightings: a keep-alive
 //     answered TTL 0, a time-to-live −1, a revoke or a put refused "lease
 //     not found"), the deletion, if any, came before the first such
@@ -451,6 +453,7 @@ func serverLeaseOps(t *traces.Trace, ds []*serverDeletion, clientBase int) ([]tr
 			get(l).gone = min(get(l).gone, o.Return)
 		}
 	}
+	seenGone := readsSeeGone(t, ds)
 	ids := make([]int64, 0, len(attached))
 	for l := range attached {
 		ids = append(ids, l)
@@ -478,10 +481,133 @@ func serverLeaseOps(t *traces.Trace, ds []*serverDeletion, clientBase int) ([]tr
 			call, line = lf.grantCall, lf.grantLine
 		}
 		expected := max(lf.legal, call)
-		add(traces.Op{Line: line, Call: call, Return: lf.gone, Request: req},
+		ret := lf.gone
+		if b, ok := seenGone[l]; ok {
+			ret = min(ret, b)
+		}
+		add(traces.Op{Line: line, Call: call, Return: ret, Request: req},
 			leaseEnd{lease: l, expected: min(expected, lf.firstRevoke), attached: a.rev})
 	}
 	return ops, ends
+}
+
+// readsSeeGone returns, for each lease, the earliest return of a read that
+// found gone a key whose version was put with the lease and that nothing
+// but the lease's deletion can have removed: the read (a range without
+// limit or count-only, of known answer) covers the key at a revision R
+// above the put's m and below the key's next known write, no client write
+// of unknown outcome may touch the key, and no deletion a watch showed
+// removed it in (m, R]. Every linearization then has the lease's deletion
+// before that read — a bound that spares porcupine's search the operations
+// of unknown outcome that would otherwise stay open to the end.
+func readsSeeGone(t *traces.Trace, ds []*serverDeletion) map[int64]int64 {
+	type write struct {
+		rev, lease int64
+		put        bool
+	}
+	writes := map[string][]write{} // known writes of single keys, by revision
+	var rangeDeletes []struct {
+		d   kv.DeleteRequest
+		rev int64
+	}
+	touched := map[string]bool{} // keys an unknown write may touch
+	var unknownDeletes []kv.DeleteRequest
+	for _, o := range t.Ops {
+		r := o.Response
+		if r == nil {
+			ps, dels := writesOf(o.Request)
+			for _, p := range ps {
+				touched[p.Key] = true
+			}
+			unknownDeletes = append(unknownDeletes, dels...)
+			continue
+		}
+		if r.Err != nil {
+			continue
+		}
+		ops := []kv.Op{{Put: o.Request.Put, Delete: o.Request.Delete}}
+		if q := o.Request.Txn; q != nil && r.Txn != nil {
+			ops = q.Failure
+			if r.Txn.Succeeded {
+				ops = q.Success
+			}
+		}
+		for _, x := range ops {
+			switch {
+			case x.Put != nil:
+				writes[x.Put.Key] = append(writes[x.Put.Key], write{r.Revision, x.Put.Lease, true})
+			case x.Delete != nil && x.Delete.RangeEnd == "":
+				writes[x.Delete.Key] = append(writes[x.Delete.Key], write{rev: r.Revision})
+			case x.Delete != nil:
+				rangeDeletes = append(rangeDeletes, struct {
+					d   kv.DeleteRequest
+					rev int64
+				}{*x.Delete, r.Revision})
+			}
+		}
+	}
+	for _, d := range ds {
+		for _, k := range d.keys {
+			writes[k] = append(writes[k], write{rev: d.rev})
+		}
+	}
+	var keys []string
+	for k, ws := range writes {
+		if touched[k] || mayDelete(unknownDeletes, k) {
+			continue
+		}
+		sort.Slice(ws, func(i, j int) bool { return ws[i].rev < ws[j].rev })
+		for _, w := range ws {
+			if w.put && w.lease != 0 {
+				keys = append(keys, k)
+				break
+			}
+		}
+	}
+	sort.Strings(keys)
+	out := map[int64]int64{}
+	for _, o := range t.Ops {
+		q, r := o.Request.Range, o.Response
+		if q == nil || r == nil || r.Err != nil || r.Range == nil || q.Limit > 0 || q.CountOnly || o.Serializable {
+			continue
+		}
+		at := q.Revision
+		if at <= 0 {
+			at = r.Revision
+		}
+		present := map[string]bool{}
+		for _, x := range r.Range.KVs {
+			present[x.Key] = true
+		}
+		for i := sort.SearchStrings(keys, q.Key); i < len(keys) && kv.InRange(q.Key, q.RangeEnd, keys[i]); i++ {
+			k := keys[i]
+			if present[k] {
+				continue
+			}
+			// The last known write of k at or below at: a put with a
+			// lease, and none in (m, at] deleted k otherwise.
+			ws := writes[k]
+			j := sort.Search(len(ws), func(j int) bool { return ws[j].rev > at }) - 1
+			if j < 0 || !ws[j].put || ws[j].lease == 0 {
+				continue
+			}
+			m := ws[j].rev
+			cleared := false
+			for _, rd := range rangeDeletes {
+				if rd.rev > m && rd.rev <= at && kv.InRange(rd.d.Key, rd.d.RangeEnd, k) {
+					cleared = true
+					break
+				}
+			}
+			if cleared {
+				continue
+			}
+			if b, ok := out[ws[j].lease]; !ok || o.Return < b {
+				out[ws[j].lease] = o.Return
+			}
+		}
+	}
+	return out
 }
 
 // placedDeletions lists the deletions the linearization gave the server's
