@@ -30,7 +30,7 @@ import (
 // lease deletions that no watch showed (ends): the plain revision order
 // first (they may all have deleted nothing), then fillGaps.
 func revisionOrderFilling(ops []*op, ends map[*traces.Op]leaseEnd, start States, a allow) (kv.State, bool) {
-	if s, ok := revisionOrder(ops, start, a); ok || len(ends) == 0 || a.gaps || len(start) == 0 {
+	if s, ok := revisionOrder(ops, start, a); ok || len(ends) == 0 || len(start) == 0 {
 		return s, ok
 	}
 	s, ok := fillGaps(ops, ends, start, a)
@@ -148,6 +148,9 @@ func (f *filler) advance(cur *fillState, choices *[]choice) (kv.State, bool) {
 			ch := choice{before: *cur, g: cur.states[0].Revision() + 1}
 			ch.before.used = maps.Clone(cur.used)
 			n, ok := f.fill(cur, ch.g, 0)
+			if !ok && f.a.gaps {
+				break // a store allowed RevisionGaps may have skipped it
+			}
 			if !ok {
 				return kv.State{}, false
 			}
