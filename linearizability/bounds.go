@@ -31,8 +31,14 @@ func prepare(t *traces.Trace, obs *observations, a allow) (ops, serializable []*
 			continue
 		case o.Response != nil:
 			p.out.Response = a.normalize(o.Response)
+			// The server's lease revocation carries no revision (0):
+			// any is accepted (serverLeaseOps).
+			p.out.AnyRevision = o.Request.LeaseRevoke != nil && o.Response.Revision == 0
 		case isRead(o.Request):
 			continue
+		case o.Request.LeaseRevoke != nil:
+			// The server's deletion of a lease's keys, of unknown outcome:
+			// its return is the bound serverLeaseOps gave it.
 		default:
 			p.ret = math.MaxInt64
 			if t.Header.UniqueValues {
@@ -56,7 +62,7 @@ func prepare(t *traces.Trace, obs *observations, a allow) (ops, serializable []*
 func boundPinnedReturns(ops []*op) {
 	byRev := make([]*op, 0, len(ops))
 	for _, p := range ops {
-		if p.out.Response != nil && p.out.Response.Err == nil {
+		if p.out.Response != nil && p.out.Response.Err == nil && !p.out.AnyRevision {
 			byRev = append(byRev, p)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/watchspec/watchspec/model/k8s"
 	"github.com/watchspec/watchspec/model/kv"
+	"github.com/watchspec/watchspec/model/lease"
 	"github.com/watchspec/watchspec/model/spec"
 	"github.com/watchspec/watchspec/traces"
 )
@@ -90,6 +91,10 @@ type op struct {
 	ret    int64 // math.MaxInt64 when the outcome is unknown and unpinned
 	bucket int64 // the revision the revision-order stage places it at
 	key    int64 // its place among the operations of that revision
+	// guess, for a write the revision-order stage placed without a known
+	// revision (fillGaps: a server lease deletion no watch showed, a client
+	// write of unknown outcome), is the revision it created there (0: none).
+	guess int64
 }
 
 // Check checks one trace. It returns an error only when the trace cannot be
@@ -113,13 +118,23 @@ func Check(t *traces.Trace, opts Options) (*Result, error) {
 		res.WatchResponses += len(w.Responses)
 	}
 	var deletions []*serverDeletion
+	var ends map[*traces.Op]leaseEnd
 	leases := usesLeases(t)
 	if leases {
 		// §3.14: the server's own deletions join the operations (see
-		// lease.go); the trace itself is not modified.
+		// lease.go): those watches showed at their revisions, those no
+		// watch showed as the deletions of their leases; the trace itself
+		// is not modified.
 		deletions = findServerDeletions(t)
 		c := *t
 		c.Ops = append(withoutLeaseRefusals(t.Ops), serverOps(deletions)...)
+		lops, info := serverLeaseOps(t, deletions, -1-len(deletions))
+		n := len(c.Ops)
+		c.Ops = append(c.Ops, lops...)
+		ends = make(map[*traces.Op]leaseEnd, len(info))
+		for i, e := range info {
+			ends[&c.Ops[n+i]] = e
+		}
 		t = &c
 	}
 	obs := observe(t)
@@ -130,7 +145,7 @@ func Check(t *traces.Trace, opts Options) (*Result, error) {
 	}
 	progress("%s: linearizing %s", t.Name, linearizing(len(t.Ops), len(ops), len(serializable)))
 	res.Checks[spec.Linearizable]++
-	final, ok := revisionOrder(ops, start, a)
+	final, ok := revisionOrderFilling(ops, ends, start, a)
 	if ok {
 		res.Verdict, res.Method = Linearizable, "revision order"
 	} else {
@@ -145,14 +160,23 @@ func Check(t *traces.Trace, opts Options) (*Result, error) {
 			return nil, err
 		}
 	}
+	if res.Verdict == Linearizable {
+		res.History = final.History()
+	}
 	if leases {
-		res.checkLeases(t, deletions)
+		// The lease deletions the revision order placed are judged for
+		// §2.11; porcupine's linearization may place one of unknown outcome
+		// earlier than it need be, so its placements are not.
+		var placed []lease.Deletion
+		if res.Method == "revision order" {
+			placed = placedDeletions(t, ops, res.History, ends)
+		}
+		res.checkLeases(t, deletions, placed)
 	}
 	if res.Verdict != Linearizable {
 		res.checkWriteRevisions(t, obs, nil)
 		return res, nil
 	}
-	res.History = final.History()
 	res.checkWriteRevisions(t, obs, res.History)
 	res.checkSerializable(serializable, ops, start, final)
 	progress("%s: validating %d watches (%d responses)", t.Name, len(t.Watches), res.WatchResponses)

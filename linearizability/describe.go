@@ -15,6 +15,8 @@ import (
 func describeOp(req kv.Request, out Output) string {
 	s := describeRequest(req)
 	switch {
+	case out.Response != nil && out.AnyRevision:
+		return s + " → acknowledged, at a revision not recorded"
 	case out.Response != nil:
 		return s + " → " + describeResponse(*out.Response)
 	case out.Pinned > 0:
@@ -58,6 +60,8 @@ func describeRequest(r kv.Request) string {
 		return fmt.Sprintf("txn(if %s then %s else %s)", strings.Join(cmps, " && "), describeOps(r.Txn.Success), describeOps(r.Txn.Failure))
 	case r.Compact != nil:
 		return fmt.Sprintf("compact(%d)", r.Compact.Revision)
+	case r.LeaseRevoke != nil:
+		return fmt.Sprintf("server: delete the keys of lease %d", r.LeaseRevoke.Lease)
 	}
 	return "invalid request"
 }

@@ -36,7 +36,12 @@
 // operations that observed it, by call time, checked against real time;
 // [order]) and replay (through kv.Step; [replay]). When the replay answers
 // every operation as recorded, that order is a linearization, found in
-// O(n log n). Only when it fails does the second stage run porcupine
+// O(n log n). In a trace with leases whose deletions no watch showed
+// (docs/SPEC.md §3.14), writes without a known revision — those lease
+// deletions, and client writes of unknown outcome that no watch pinned —
+// may have created revisions that reads saw; when the plain order fails,
+// the replay fills each such gap with one of them that real time and the
+// reads allow ([fillGaps]). Only when it fails does the second stage run porcupine
 // (github.com/anishathalye/porcupine) on the model of [NewModel], which
 // searches every order and is the judge: it either finds a linearization or
 // proves there is none. A history the first stage accepts is therefore

@@ -2,6 +2,8 @@ package linearizability
 
 import (
 	"fmt"
+	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -225,7 +227,7 @@ func refusedLease(o traces.Op) (l int64, key string, ok bool) {
 }
 
 // leaseHistory is what lease.Check judges in t.
-func leaseHistory(t *traces.Trace, ds []*serverDeletion) lease.History {
+func leaseHistory(t *traces.Trace, ds []*serverDeletion, placed []lease.Deletion) lease.History {
 	var h lease.History
 	for _, o := range t.LeaseOps {
 		op := lease.Op{Where: fmt.Sprintf("lease op at line %d (client %d)", o.Line, o.Client), Call: o.Call, Return: o.Return, Request: o.Request, Response: o.Response}
@@ -262,17 +264,23 @@ func leaseHistory(t *traces.Trace, ds []*serverDeletion) lease.History {
 				Key: k, Revision: d.rev, Lease: d.leases[k], Observed: d.observed})
 		}
 	}
+	h.Deletions = append(h.Deletions, placed...)
 	return h
 }
 
-// checkLeases runs lease.Check on t's lease history and records its
-// verdicts in res.
-func (res *Result) checkLeases(t *traces.Trace, ds []*serverDeletion) {
-	h := leaseHistory(t, ds)
+// checkLeases runs lease.Check on t's lease history — with the deletions
+// the linearization placed (placedDeletions) — and records its verdicts in
+// res.
+func (res *Result) checkLeases(t *traces.Trace, ds []*serverDeletion, placed []lease.Deletion) {
+	h := leaseHistory(t, ds, placed)
+	revs := map[int64]bool{}
+	for _, d := range placed {
+		revs[d.Revision] = true
+	}
 	res.Checks[spec.LeaseAttach] += len(h.Attaches)
 	res.Checks[spec.LeaseDeletes] += len(h.Deletions)
-	res.Checks[spec.LeaseAtomic] += len(ds)
-	res.Checks[spec.LeaseExpiry] += len(ds)
+	res.Checks[spec.LeaseAtomic] += len(ds) + len(revs)
+	res.Checks[spec.LeaseExpiry] += len(ds) + len(revs)
 	for _, v := range lease.Check(h) {
 		where := leaseWhere(v.Message)
 		if where != "" {
@@ -294,4 +302,376 @@ func leaseWhere(msg string) string {
 		}
 	}
 	return ""
+}
+
+// The server's deletions that no watch showed (docs/SPEC.md §2.9, §2.11,
+// §3.15). A lease whose keys a revocation or expiry deleted, where no
+// watch delivered the DELETE events, still changed the store: a read finds
+// the keys gone, or a header revision that no client write created. Every
+// lease that has or may have attached keys, and whose deletion no watch
+// showed, gets one operation to linearize, kv.LeaseRevokeRequest — delete
+// every key whose current version carries the lease, at one revision, or
+// nothing when none does:
+//
+//   - for each revoke of the lease a client saw acknowledged: an operation
+//     in the revoke's interval that must take effect. Its header revision
+//     is not compared (Output.AnyRevision): the lease side of a trace is
+//     recorded apart from the key-value side, and a checker that demanded
+//     it would tie §2.7 to how a server reads it;
+//   - otherwise (the lease expired, or a revoke's outcome is unknown or
+//     "not found"): one operation of unknown outcome, from the lease's
+//     grant (or its first attach) on; it may take effect, or not at all.
+//     When a read found one of its keys gone that nothing else could have
+//     removed (readsSeeGone), it took effect before that read returned.
+//     When a client saw the lease gone (§2.11's sightings: a keep-alive
+//     answered TTL 0, a time-to-live −1, a revoke or a put refused "lease
+//     not found"), the deletion, if any, came before the first such
+//     sighting returned: etcd deletes a lease's keys and the lease in one
+//     backend transaction (lessor.Revoke), so the operation's return is
+//     that sighting's. "Not at all" stays allowed, so a server that keeps
+//     the keys of a lease it answers gone is §2.11's to judge, not §2.7's.
+//
+// A lease that never had a key attached needs no operation (its deletion
+// changes nothing), nor one whose deletion a watch showed (serverOps
+// linearizes that at its revision).
+
+// leaseEnd is what the revision-order stage knows of one such operation.
+type leaseEnd struct {
+	lease int64
+	// hint is the header an acknowledged revoke was answered with (0: not
+	// recorded). etcd (apply.applierV3backend.LeaseRevoke reads it right
+	// after applying) and the reference server answer the revision after
+	// the revocation: the revision it created, when it deleted keys.
+	hint int64
+	// expected is when the deletion most likely took effect: a revoke's
+	// call; for an expiry, the earliest time §2.11 allows (the latest
+	// acknowledged grant or keep-alive's call plus its TTL), or the first
+	// revoke's call if earlier.
+	expected int64
+	// attached is the lowest revision a successful put attached a key to
+	// the lease at (0 when only puts of unknown outcome may have).
+	attached int64
+}
+
+// serverLeaseOps returns the operations of the server's lease deletions
+// that no watch showed, with what the revision-order stage knows of each.
+// clientBase numbers their (negative) clients.
+func serverLeaseOps(t *traces.Trace, ds []*serverDeletion, clientBase int) ([]traces.Op, []leaseEnd) {
+	shown := map[int64]bool{}
+	for _, d := range ds {
+		for _, l := range d.leases {
+			shown[l] = true
+		}
+	}
+	type attach struct {
+		call, rev int64
+		line      int
+	}
+	attached := map[int64]*attach{}
+	for _, o := range t.Ops {
+		if o.Response != nil && !wrote(o) {
+			continue
+		}
+		for _, p := range puts(o.Request) {
+			if p.Lease == 0 || shown[p.Lease] {
+				continue
+			}
+			a := attached[p.Lease]
+			if a == nil {
+				a = &attach{call: o.Call, line: o.Line}
+				attached[p.Lease] = a
+			}
+			if o.Call < a.call {
+				a.call, a.line = o.Call, o.Line
+			}
+			if o.Response != nil && (a.rev == 0 || o.Response.Revision < a.rev) {
+				a.rev = o.Response.Revision
+			}
+		}
+	}
+	if len(attached) == 0 {
+		return nil, nil
+	}
+	type life struct {
+		grant, grantLine       int
+		granted                bool
+		grantCall, firstRevoke int64
+		legal, gone            int64
+		acked                  []traces.LeaseOp
+	}
+	lives := map[int64]*life{}
+	get := func(l int64) *life {
+		if lives[l] == nil {
+			lives[l] = &life{firstRevoke: math.MaxInt64, gone: math.MaxInt64}
+		}
+		return lives[l]
+	}
+	for _, o := range t.LeaseOps {
+		r := o.Response
+		switch q := o.Request; {
+		case q.Grant != nil:
+			id := q.Grant.ID
+			if r != nil && r.Err == nil {
+				id = r.ID
+			} else if r != nil || id == 0 {
+				continue
+			}
+			lf := get(id)
+			if !lf.granted || o.Call < lf.grantCall {
+				lf.granted, lf.grantCall, lf.grantLine = true, o.Call, o.Line
+			}
+			if r != nil && r.TTL > 0 {
+				lf.legal = max(lf.legal, o.Call+r.TTL*1e9)
+			}
+		case q.KeepAlive != nil:
+			lf := get(q.KeepAlive.ID)
+			switch {
+			case r == nil || r.Err != nil:
+			case r.TTL > 0:
+				lf.legal = max(lf.legal, o.Call+r.TTL*1e9)
+			default:
+				lf.gone = min(lf.gone, o.Return)
+			}
+		case q.TimeToLive != nil:
+			if r != nil && r.Err == nil && r.TTL == -1 {
+				get(q.TimeToLive.ID).gone = min(get(q.TimeToLive.ID).gone, o.Return)
+			}
+		case q.Revoke != nil:
+			lf := get(q.Revoke.ID)
+			lf.firstRevoke = min(lf.firstRevoke, o.Call)
+			switch {
+			case r == nil:
+			case r.Err == nil:
+				lf.acked = append(lf.acked, o)
+			case r.Err.Error() == lease.ErrNotFound.Error():
+				lf.gone = min(lf.gone, o.Return)
+			}
+		}
+	}
+	for _, o := range t.Ops {
+		if l, _, ok := refusedLease(o); ok {
+			get(l).gone = min(get(l).gone, o.Return)
+		}
+	}
+	seenGone := readsSeeGone(t, ds)
+	ids := make([]int64, 0, len(attached))
+	for l := range attached {
+		ids = append(ids, l)
+	}
+	slices.Sort(ids)
+	var ops []traces.Op
+	var ends []leaseEnd
+	add := func(o traces.Op, e leaseEnd) {
+		o.Client = clientBase - len(ops)
+		ops, ends = append(ops, o), append(ends, e)
+	}
+	for _, l := range ids {
+		a, lf := attached[l], get(l)
+		req := kv.Request{LeaseRevoke: &kv.LeaseRevokeRequest{Lease: l}}
+		if len(lf.acked) > 0 {
+			for _, rv := range lf.acked {
+				add(traces.Op{Line: rv.Line, Call: rv.Call, Return: rv.Return, Request: req,
+					Response: &kv.Response{LeaseRevoke: &kv.LeaseRevokeResponse{}}},
+					leaseEnd{lease: l, hint: rv.Response.Revision, expected: rv.Call, attached: a.rev})
+			}
+			continue
+		}
+		call, line := a.call, a.line
+		if lf.granted && lf.grantCall < call {
+			call, line = lf.grantCall, lf.grantLine
+		}
+		expected := max(lf.legal, call)
+		ret := lf.gone
+		if b, ok := seenGone[l]; ok {
+			ret = min(ret, b)
+		}
+		add(traces.Op{Line: line, Call: call, Return: ret, Request: req},
+			leaseEnd{lease: l, expected: min(expected, lf.firstRevoke), attached: a.rev})
+	}
+	return ops, ends
+}
+
+// readsSeeGone returns, for each lease, the earliest return of a read that
+// found gone a key whose version was put with the lease and that nothing
+// but the lease's deletion can have removed: the read (a range without
+// limit or count-only, of known answer) covers the key at a revision R
+// above the put's m and below the key's next known write, no client write
+// of unknown outcome may touch the key, and no deletion a watch showed
+// removed it in (m, R]. Every linearization then has the lease's deletion
+// before that read — a bound that spares porcupine's search the operations
+// of unknown outcome that would otherwise stay open to the end.
+func readsSeeGone(t *traces.Trace, ds []*serverDeletion) map[int64]int64 {
+	type write struct {
+		rev, lease int64
+		put        bool
+	}
+	writes := map[string][]write{} // known writes of single keys, by revision
+	var rangeDeletes []struct {
+		d   kv.DeleteRequest
+		rev int64
+	}
+	touched := map[string]bool{} // keys an unknown write may touch
+	var unknownDeletes []kv.DeleteRequest
+	for _, o := range t.Ops {
+		r := o.Response
+		if r == nil {
+			ps, dels := writesOf(o.Request)
+			for _, p := range ps {
+				touched[p.Key] = true
+			}
+			unknownDeletes = append(unknownDeletes, dels...)
+			continue
+		}
+		if r.Err != nil {
+			continue
+		}
+		ops := []kv.Op{{Put: o.Request.Put, Delete: o.Request.Delete}}
+		if q := o.Request.Txn; q != nil && r.Txn != nil {
+			ops = q.Failure
+			if r.Txn.Succeeded {
+				ops = q.Success
+			}
+		}
+		for _, x := range ops {
+			switch {
+			case x.Put != nil:
+				writes[x.Put.Key] = append(writes[x.Put.Key], write{r.Revision, x.Put.Lease, true})
+			case x.Delete != nil && x.Delete.RangeEnd == "":
+				writes[x.Delete.Key] = append(writes[x.Delete.Key], write{rev: r.Revision})
+			case x.Delete != nil:
+				rangeDeletes = append(rangeDeletes, struct {
+					d   kv.DeleteRequest
+					rev int64
+				}{*x.Delete, r.Revision})
+			}
+		}
+	}
+	for _, d := range ds {
+		for _, k := range d.keys {
+			writes[k] = append(writes[k], write{rev: d.rev})
+		}
+	}
+	var keys []string
+	for k, ws := range writes {
+		if touched[k] || mayDelete(unknownDeletes, k) {
+			continue
+		}
+		sort.Slice(ws, func(i, j int) bool { return ws[i].rev < ws[j].rev })
+		for _, w := range ws {
+			if w.put && w.lease != 0 {
+				keys = append(keys, k)
+				break
+			}
+		}
+	}
+	sort.Strings(keys)
+	out := map[int64]int64{}
+	for _, o := range t.Ops {
+		q, r := o.Request.Range, o.Response
+		if q == nil || r == nil || r.Err != nil || r.Range == nil || q.Limit > 0 || q.CountOnly || o.Serializable {
+			continue
+		}
+		at := q.Revision
+		if at <= 0 {
+			at = r.Revision
+		}
+		present := map[string]bool{}
+		for _, x := range r.Range.KVs {
+			present[x.Key] = true
+		}
+		for i := sort.SearchStrings(keys, q.Key); i < len(keys) && kv.InRange(q.Key, q.RangeEnd, keys[i]); i++ {
+			k := keys[i]
+			if present[k] {
+				continue
+			}
+			// The last known write of k at or below at: a put with a
+			// lease, and none in (m, at] deleted k otherwise.
+			ws := writes[k]
+			j := sort.Search(len(ws), func(j int) bool { return ws[j].rev > at }) - 1
+			if j < 0 || !ws[j].put || ws[j].lease == 0 {
+				continue
+			}
+			m := ws[j].rev
+			cleared := false
+			for _, rd := range rangeDeletes {
+				if rd.rev > m && rd.rev <= at && kv.InRange(rd.d.Key, rd.d.RangeEnd, k) {
+					cleared = true
+					break
+				}
+			}
+			if cleared {
+				continue
+			}
+			if b, ok := out[ws[j].lease]; !ok || o.Return < b {
+				out[ws[j].lease] = o.Return
+			}
+		}
+	}
+	return out
+}
+
+// placedDeletions lists the deletions the linearization gave the server's
+// lease operations: the DELETE events, in the committed history h, of
+// keys whose deleted version carried one of those leases, at a revision no
+// client write created, each observed — for §2.11 — when the first
+// operation whose answer carried that revision or a later one returned.
+// A key that a client delete of unknown outcome may have removed is left
+// out: the deletion may have been the client's.
+func placedDeletions(t *traces.Trace, ops []*op, h *kv.History, ends map[*traces.Op]leaseEnd) []lease.Deletion {
+	if h == nil || len(ends) == 0 {
+		return nil
+	}
+	leases := map[int64]bool{}
+	for _, e := range ends {
+		leases[e.lease] = true
+	}
+	explained := map[int64]bool{}
+	var known []*op
+	for _, p := range ops {
+		if p.t.Request.LeaseRevoke != nil {
+			continue
+		}
+		if rev, ok := createdRevision(p.out.Response); ok {
+			explained[rev] = true
+		}
+		if p.out.Pinned > 0 {
+			explained[p.out.Pinned] = true
+		}
+		if r := p.out.Response; r != nil && r.Err == nil && !p.out.AnyRevision && r.Revision > 0 {
+			known = append(known, p)
+		}
+	}
+	sort.Slice(known, func(i, j int) bool { return known[i].out.Response.Revision < known[j].out.Response.Revision })
+	first := make([]*op, len(known)+1) // first[i]: the earliest return among known[i:]
+	for i := len(known) - 1; i >= 0; i-- {
+		first[i] = known[i]
+		if f := first[i+1]; f != nil && f.ret < known[i].ret {
+			first[i] = f
+		}
+	}
+	var unknownDeletes []kv.DeleteRequest
+	for _, o := range t.Ops {
+		if o.Response == nil {
+			_, ds := writesOf(o.Request)
+			unknownDeletes = append(unknownDeletes, ds...)
+		}
+	}
+	var out []lease.Deletion
+	for _, c := range h.Commits() {
+		if explained[c.Revision] {
+			continue
+		}
+		i := sort.Search(len(known), func(i int) bool { return known[i].out.Response.Revision >= c.Revision })
+		seen := first[i]
+		if seen == nil {
+			continue // no client saw it: nothing to judge
+		}
+		for _, e := range c.Events {
+			if e.Type != kv.Delete || e.PrevKV == nil || !leases[e.PrevKV.Lease] || mayDelete(unknownDeletes, e.KV.Key) {
+				continue
+			}
+			out = append(out, lease.Deletion{Where: where(seen.t), Key: e.KV.Key, Revision: c.Revision, Lease: e.PrevKV.Lease, Observed: seen.ret})
+		}
+	}
+	return out
 }

@@ -24,6 +24,11 @@ type Output struct {
 	// have created: watches delivered other events there. It says nothing
 	// about an operation that creates no revision (a compaction).
 	NotAt map[int64]bool
+	// AnyRevision says the Response's header revision is not known and any
+	// is accepted: the server's revocation of a lease that a client
+	// acknowledged, whose revision the checker does not learn (see
+	// serverLeaseOps). Everything else of the response is compared.
+	AnyRevision bool
 }
 
 // States is a porcupine state: the set of model states the store may be in,
@@ -53,7 +58,8 @@ func newStates(ss []kv.State) States {
 // outcomes the output allows:
 //
 //   - a known response: the states whose model response equals it
-//     (kv.SameResponse: same header revision, same error text, same contents);
+//     (kv.SameResponse: same header revision, same error text, same contents;
+//     any header revision when AnyRevision is set);
 //   - an unknown outcome pinned at revision r: the states in which the
 //     request wrote and its write became revision r;
 //   - an unknown outcome: every state unchanged, and every state with the
@@ -91,7 +97,11 @@ func (a allow) step(states States, req kv.Request, out Output) States {
 			applied, resp := a.modelStep(s, req)
 			switch {
 			case out.Response != nil:
-				if a.same(req, resp, *out.Response) {
+				rec := *out.Response
+				if out.AnyRevision {
+					rec.Revision = resp.Revision
+				}
+				if a.same(req, resp, rec) {
 					next = append(next, applied)
 				}
 			case out.Pinned > 0:

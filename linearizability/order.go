@@ -36,7 +36,7 @@ type revisionIndex struct {
 func newRevisionIndex(ops []*op, start int64) *revisionIndex {
 	x := &revisionIndex{start: start}
 	for _, p := range ops {
-		if p.out.Response != nil && p.out.Response.Err == nil {
+		if p.out.Response != nil && p.out.Response.Err == nil && !p.out.AnyRevision {
 			x.byReturn = append(x.byReturn, p)
 		}
 	}
@@ -104,6 +104,10 @@ func place(ops []*op, x *revisionIndex) []*op {
 			p.bucket = p.out.Pinned
 		case p.out.Response == nil:
 			continue // unknown and unseen: taken as not applied
+		case p.out.AnyRevision:
+			// A revocation that no gap was given to: taken as deleting
+			// nothing, as early as real time allows.
+			p.bucket = x.lower(p.call)
 		case p.out.Response.Err == nil:
 			p.bucket = p.out.Response.Revision
 		default:

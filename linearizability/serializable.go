@@ -59,9 +59,11 @@ func newCommittedIndex(ops []*op, final kv.State, start int64) *committedIndex {
 	var cs []created
 	for _, p := range ops {
 		switch {
+		case p.guess > 0:
+			cs = append(cs, created{p.call, p.guess})
 		case p.out.Pinned > 0:
 			cs = append(cs, created{p.call, p.out.Pinned})
-		case p.out.Response == nil:
+		case p.out.Response == nil || p.out.AnyRevision:
 			// Unknown and unpinned: it may have created any revision the
 			// history holds that no other write explains; bound it by the
 			// head, from its call.

@@ -2,7 +2,9 @@
 // §2) as a pure state machine: [Step] takes a [State] and a [Request] and
 // returns the next State and the [Response] a correct store gives —
 // revisions, key lifecycles, ranges at past revisions, transactions and
-// compaction, with etcd's errors.
+// compaction, with etcd's errors — and, as [LeaseRevokeRequest], what the
+// server itself does to the store when a lease is revoked or expires
+// (§2.9: every key attached to it deleted at one revision).
 //
 // Start from the zero State (a fresh store at revision 1), or from [Start] /
 // [StartCompacted] for a store that was not fresh. States are persistent

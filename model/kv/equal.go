@@ -7,7 +7,7 @@ package kv
 func SameResponse(a, b Response) bool {
 	return a.Revision == b.Revision && SameError(a.Err, b.Err) &&
 		sameRange(a.Range, b.Range) && samePut(a.Put, b.Put) && sameDelete(a.Delete, b.Delete) &&
-		sameTxn(a.Txn, b.Txn) && (a.Compact == nil) == (b.Compact == nil)
+		sameTxn(a.Txn, b.Txn) && (a.Compact == nil) == (b.Compact == nil) && (a.LeaseRevoke == nil) == (b.LeaseRevoke == nil)
 }
 
 func sameRange(a, b *RangeResponse) bool {

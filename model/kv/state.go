@@ -22,6 +22,8 @@ package kv
 //     found when a range is deleted.
 //   - Range at the current revision: O(log n + k) for k keys in the range;
 //     at an older revision, add the versions newer than it on each key read.
+//   - LeaseRevoke: O(n) to find the keys attached to the lease (the model
+//     keeps no index by lease), plus O(log n) per key deleted.
 //   - Compact: O(1). The model never discards data; it only refuses to read
 //     below the compact revision, which is all a client can observe.
 //   - [State.Hash]: O(1), maintained incrementally on every write.

@@ -24,11 +24,15 @@ import "strings"
 //   - §2.5 A transaction evaluates its guards against the current state, then
 //     runs one branch; its writes share one revision and produce their events
 //     in operation order.
+//   - §2.9, §3.15 A lease revocation (the server's, on a revoke or an
+//     expiry) deletes every live key attached to the lease at one revision,
+//     in key order; with none attached it changes nothing and creates no
+//     revision.
 //
 // The header revision of every successful response is the store's revision
 // after the request. Failed requests change nothing and carry only Err.
 func Step(s State, req Request) (State, Response) {
-	if countSet(req.Range != nil, req.Put != nil, req.Delete != nil, req.Txn != nil, req.Compact != nil) != 1 {
+	if countSet(req.Range != nil, req.Put != nil, req.Delete != nil, req.Txn != nil, req.Compact != nil, req.LeaseRevoke != nil) != 1 {
 		return s, Response{Err: ErrInvalidRequest}
 	}
 	switch {
@@ -56,6 +60,14 @@ func Step(s State, req Request) (State, Response) {
 		return s, Response{Revision: s.Revision(), Delete: &d}
 	case req.Txn != nil:
 		return s.txn(*req.Txn)
+	case req.LeaseRevoke != nil:
+		if req.LeaseRevoke.Lease == 0 {
+			return s, Response{Err: ErrInvalidRequest}
+		}
+		w := s.begin()
+		w.revokeLease(req.LeaseRevoke.Lease)
+		s = w.end()
+		return s, Response{Revision: s.Revision(), LeaseRevoke: &LeaseRevokeResponse{}}
 	default:
 		return s.compactTo(req.Compact.Revision)
 	}
@@ -212,6 +224,23 @@ func (w *writer) del(d DeleteRequest) DeleteResponse {
 		}
 	}
 	return resp
+}
+
+// revokeLease deletes every live key whose current version carries lease,
+// in key order.
+func (w *writer) revokeLease(lease int64) {
+	var victims []*node
+	visit(w.s.root, "\x00", "\x00", func(n *node) bool {
+		if kv := n.hist.live(); kv != nil && kv.Lease == lease {
+			victims = append(victims, n)
+		}
+		return true
+	})
+	for _, n := range victims {
+		prev := n.hist.kv
+		w.set(n, &version{kv: KeyValue{Key: n.key, ModRevision: w.rev}, tomb: true})
+		w.events = append(w.events, Event{Type: Delete, KV: KeyValue{Key: n.key, ModRevision: w.rev}, PrevKV: &prev})
+	}
 }
 
 // txn runs a transaction.

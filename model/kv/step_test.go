@@ -378,3 +378,56 @@ func TestStart(t *testing.T) {
 	require.EqualValues(t, 11, h.Head())
 	require.EqualValues(t, 10, kv.Start(10).History().Head())
 }
+
+func putLease(k, v string, lease int64) kv.Request {
+	return kv.Request{Put: &kv.PutRequest{Key: k, Value: v, Lease: lease}}
+}
+func revokeLease(lease int64) kv.Request {
+	return kv.Request{LeaseRevoke: &kv.LeaseRevokeRequest{Lease: lease}}
+}
+
+// SPEC §2.9 Lease operations, §3.15 LeaseAtomic: the server's revocation
+// of a lease deletes, at one revision and in key order, exactly the live
+// keys whose current version carries the lease — not a key put with it
+// and overwritten without it, not another lease's — and creates no
+// revision when none is attached (etcd v3.7.3 lessor.Revoke; mvcc
+// storeTxnWrite.End).
+func TestLeaseRevoke(t *testing.T) {
+	s, rs := apply(
+		putLease("c", "1", 7), // 2
+		putLease("a", "1", 7), // 3
+		putLease("b", "1", 8), // 4: another lease
+		putLease("d", "1", 7), // 5
+		put("d", "2"),         // 6: d leaves lease 7
+		putLease("e", "1", 7), // 7
+		del("e", ""),          // 8: e is gone already
+		revokeLease(7),        // 9: a and c
+	)
+	last := rs[len(rs)-1]
+	require.NoError(t, last.Err)
+	require.Equal(t, int64(9), last.Revision)
+	require.NotNil(t, last.LeaseRevoke)
+	c, ok := s.LastCommit()
+	require.True(t, ok)
+	require.Equal(t, int64(9), c.Revision)
+	var got []string
+	for _, e := range c.Events {
+		require.Equal(t, kv.Delete, e.Type)
+		require.Equal(t, int64(9), e.KV.ModRevision)
+		require.Equal(t, int64(7), e.PrevKV.Lease)
+		got = append(got, e.KV.Key)
+	}
+	require.Equal(t, []string{"a", "c"}, got, "the keys attached to lease 7, in key order")
+	_, r := kv.Step(s, get("a", "\x00", 0))
+	require.Equal(t, []string{"b=1", "d=2"}, keysOf(r))
+
+	// A second revocation, or one of a lease with no key, creates no revision.
+	for _, l := range []int64{7, 99} {
+		s2, r := kv.Step(s, revokeLease(l))
+		require.NoError(t, r.Err)
+		require.Equal(t, int64(9), r.Revision)
+		require.True(t, kv.Equal(s, s2), "lease %d: nothing attached, nothing changes", l)
+	}
+	_, r = kv.Step(s, revokeLease(0))
+	require.ErrorIs(t, r.Err, kv.ErrInvalidRequest, "lease 0 is no lease")
+}

@@ -67,6 +67,10 @@ type Request struct {
 	Delete  *DeleteRequest
 	Txn     *TxnRequest
 	Compact *CompactRequest
+	// LeaseRevoke is no client's KV request: it is what the server does
+	// to the store when a lease is revoked or expires (docs/SPEC.md §2.9,
+	// §3.15), which a checker linearizes with the clients' requests.
+	LeaseRevoke *LeaseRevokeRequest
 }
 
 // RangeRequest reads the keys in [Key, RangeEnd) at Revision.
@@ -164,6 +168,21 @@ type CompactRequest struct {
 	Revision int64
 }
 
+// LeaseRevokeRequest deletes, at one revision, every live key whose
+// current version is attached to Lease (KeyValue.Lease == Lease): what
+// etcd's lessor does to the store when it revokes the lease or the lease
+// expires (docs/SPEC.md §2.9, §3.15; etcd v3.7.3 server/lease/lessor.go
+// Revoke: one write transaction deleting each attached key, sorted). The
+// DELETE events come in key order. When no key is attached the store is
+// unchanged and no revision is created (a write transaction without
+// changes does not advance the revision: server/storage/mvcc/
+// kvstore_txn.go storeTxnWrite.End). Whether the lease exists is the lease
+// model's question (package lease); Step only deletes. Lease 0 (no lease)
+// fails with [ErrInvalidRequest].
+type LeaseRevokeRequest struct {
+	Lease int64
+}
+
 // Response is the answer to a [Request]. When Err is set nothing else is.
 type Response struct {
 	// Revision is the header revision: the store's revision after the request.
@@ -174,6 +193,8 @@ type Response struct {
 	Delete   *DeleteResponse
 	Txn      *TxnResponse
 	Compact  *CompactResponse
+	// LeaseRevoke answers a [LeaseRevokeRequest].
+	LeaseRevoke *LeaseRevokeResponse
 }
 
 // RangeResponse lists the keys found. Count is the number of keys in the
@@ -212,6 +233,12 @@ type OpResponse struct {
 
 // CompactResponse is the (empty) answer to a successful compaction.
 type CompactResponse struct{}
+
+// LeaseRevokeResponse is the (empty) answer to a [LeaseRevokeRequest], as
+// etcd's LeaseRevokeResponse carries only a header. The keys it deleted are
+// the DELETE events of the revision it created, if any (see
+// [State.LastCommit]).
+type LeaseRevokeResponse struct{}
 
 // The errors Step answers with. Their texts are etcd's, so that a response
 // recorded from a real server compares equal to the model's (see [SameError]).

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the hand-written lease traces of traces/corpus (docs/CORPUS.md,
 SPEC §2.9-§2.11, §3.14, §3.15): one valid lease history and one variant per
-server bug. Run from the repository root: python3 traces/testdata/leasegen/gen.py
+server bug, seen by a watch (lease-*) and seen only by reads (lease-reads-*). Run from the repository root: python3 traces/testdata/leasegen/gen.py
 """
 import json
 
@@ -65,9 +65,44 @@ def trace(variant):
     return recs
 
 
+def reads_trace(variant):
+    """No watch: the server's deletions are seen only by reads."""
+    recs = [{"format": "watchspec-trace", "version": 2, "system": "hand-written (lease, reads only, " + variant + ")",
+             "start": "2026-12-02T00:00:00Z", "tool": "traces/testdata/leasegen/gen.py", "unique_values": True}]
+    lease = lambda c, call, ret, req, resp: {"type": "lease", "client": c, "call": call, "return": ret, "request": req, "response": resp}
+    op = lambda c, call, ret, req, resp: {"type": "op", "client": c, "call": call, "return": ret, "request": req, "response": resp}
+    kv = lambda k, v, rev, l=0: dict({"key": k, "value": v, "create_revision": rev, "mod_revision": rev, "version": 1}, **({"lease": l} if l else {}))
+    rng = lambda c, call, rev, kvs: op(c, call, call + 1000, {"range": {"key": "a", "range_end": "e"}},
+                                      {"revision": rev, "range": dict({"count": len(kvs)}, **({"kvs": kvs} if kvs else {}))})
+    # Lease 1 (TTL 5 s) holds a and b; c has no lease.
+    recs.append(lease(1, 1000, 2000, {"grant": {"id": 1, "ttl": 5}}, {"revision": 1, "id": 1, "ttl": 5}))
+    recs.append(op(1, 3000, 4000, {"put": {"key": "a", "value": "1", "lease": 1}}, {"revision": 2, "put": {}}))
+    recs.append(op(1, 5000, 6000, {"put": {"key": "b", "value": "2", "lease": 1}}, {"revision": 3, "put": {}}))
+    recs.append(op(2, 7000, 8000, {"put": {"key": "c", "value": "3"}}, {"revision": 4, "put": {}}))
+    recs.append(lease(1, 1 * S, 1 * S + 1000, {"keepalive": {"id": 1}}, {"id": 1, "ttl": 5}))
+    # Lease 1 expires at revision 5; a read sees it (variants: too early,
+    # c deleted with it, b left behind).
+    seen = 3 * S if variant == "early-expiry" else 7 * S
+    live = {"unleased-delete": [], "split": [kv("b", "2", 3, 1), kv("c", "3", 4)]}.get(variant, [kv("c", "3", 4)])
+    recs.append(rng(2, seen, 5, live))
+    recs.append(lease(1, 9 * S, 9 * S + 1000, {"timetolive": {"id": 1}}, {"id": 1, "ttl": -1}))
+    # Lease 2: granted, d put with it, revoked (acknowledged at header 7):
+    # a read finds d gone.
+    recs.append(lease(1, 10 * S, 10 * S + 1000, {"grant": {"ttl": 60}}, {"revision": 5, "id": 2, "ttl": 60}))
+    recs.append(op(1, 10 * S + 2000, 10 * S + 3000, {"put": {"key": "d", "value": "4", "lease": 2}}, {"revision": 6, "put": {}}))
+    recs.append(lease(1, 10 * S + 4000, 10 * S + 5000, {"revoke": {"id": 2}}, {"revision": 7}))
+    recs.append(rng(2, 10 * S + 6000, 7, live))
+    return recs
+
+
 for variant, name in [("valid", "lease-valid"), ("early-expiry", "lease-early-expiry"), ("split-revision", "lease-split-revision"),
                       ("unleased-delete", "lease-unleased-delete"), ("forgotten-after-restart", "lease-forgotten-after-restart"),
                       ("unknown-lease-put", "lease-unknown-lease-put")]:
     with open("traces/corpus/" + name + ".ndjson", "w") as f:
         for r in trace(variant):
+            f.write(json.dumps(r, separators=(",", ":"), ensure_ascii=False) + "\n")
+
+for variant in ["valid", "early-expiry", "unleased-delete", "split"]:
+    with open("traces/corpus/lease-reads-" + variant + ".ndjson", "w") as f:
+        for r in reads_trace(variant):
             f.write(json.dumps(r, separators=(",", ":"), ensure_ascii=False) + "\n")
