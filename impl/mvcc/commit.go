@@ -274,7 +274,10 @@ func (s *Store) commit(reqs []*request) {
 		s.ckpt.poke()
 	}
 	s.lt.noteCommits(bt.commits)
-	if s.opts.OnCommit != nil {
+	switch {
+	case s.opts.OnCommits != nil && len(bt.commits) > 0:
+		s.opts.OnCommits(bt.commits)
+	case s.opts.OnCommit != nil:
 		for _, c := range bt.commits {
 			s.opts.OnCommit(c)
 		}

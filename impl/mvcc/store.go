@@ -28,6 +28,12 @@ type Options struct {
 	// modify them. Every non-creating event carries its PrevKV.
 	OnCommit func(Commit)
 
+	// OnCommits, if set, is called instead of OnCommit once for every group
+	// commit, with its write revisions in order (consecutive revisions that
+	// became durable and readable together), under the same rules. A
+	// watcher can then deliver them together.
+	OnCommits func([]Commit)
+
 	// MaxBatch bounds the number of requests one group commit applies
 	// (default 1024).
 	MaxBatch int

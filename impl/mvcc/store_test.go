@@ -506,16 +506,21 @@ func copyFile(from, to string) error {
 }
 
 // Group commit: writers that arrive while a commit is being written share
-// the next transaction, and every write still gets its own revision.
+// the next transaction, and every write still gets its own revision;
+// OnCommits is called once per group commit with its revisions in order.
 func TestGroupCommitSharesTransactions(t *testing.T) {
 	const writers = 15
 	release := make(chan struct{})
-	first := true
-	s := openT(t, t.TempDir(), Options{OnCommit: func(c Commit) {
+	var groups [][]int64 // the revisions OnCommits was given, per call
+	s := openT(t, t.TempDir(), Options{OnCommits: func(cs []Commit) {
+		var revs []int64
+		for _, c := range cs {
+			revs = append(revs, c.Revision)
+		}
+		groups = append(groups, revs)
 		// Runs on the commit goroutine: hold the first commit until every
 		// other writer is queued, so that they must share one transaction.
-		if first {
-			first = false
+		if len(groups) == 1 {
 			<-release
 		}
 	}})
@@ -559,5 +564,9 @@ func TestGroupCommitSharesTransactions(t *testing.T) {
 	}
 	if n := s.stats.groupCommits.Load(); n != 2 {
 		t.Fatalf("%d writes took %d transactions, want 2", writers+1, n)
+	}
+	if len(groups) != 2 || fmt.Sprint(groups[0]) != "[2]" || len(groups[1]) != writers ||
+		groups[1][0] != 3 || groups[1][writers-1] != writers+2 {
+		t.Fatalf("OnCommits got %v, want [2] then the %d revisions 3..%d in one call", groups, writers, writers+2)
 	}
 }
