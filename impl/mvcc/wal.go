@@ -278,6 +278,9 @@ func openSegment(fs FS, dir string, seq uint64, noSync bool) (*segment, error) {
 		return nil, &logError{err: err, noSpace: isNoSpace(err)}
 	}
 	g := &segment{fs: fs, path: path, f: f, noSync: noSync}
+	// Reserve the first step now: a new segment is made while no writer
+	// waits for it (a checkpoint makes the next one before it rotates).
+	g.reserve(segmentAllocStep)
 	if !noSync {
 		if err := fs.SyncDir(dir); err != nil {
 			return nil, g.abandon(err)
