@@ -199,8 +199,10 @@ func (h *Hub) Notify(c mvcc.Commit) { h.NotifyAll([]mvcc.Commit{c}) }
 // §3.13: whole revisions, several per response): a run of the batch when
 // its events are consecutive in it (a watch of every key the commits wrote:
 // the common case), else its own copy. So a group commit of sixteen puts
-// costs a watch of their prefix one response, not sixteen. Every response
-// of a group carries the group's last revision as header. A watch whose
+// costs a watch of their prefix one response, not sixteen. A response
+// carries the group's last revision as header (or, when a watch's events
+// are not one run and come in several responses, the revision before the
+// next one's first): headers never go back (§3.12). A watch whose
 // stream is full falls behind (a victim): it is caught up later from the
 // recent commits, many revisions at once. A stream with a [Perturber] gets
 // one response per revision, as from Notify: its adversary decides what to
