@@ -283,7 +283,9 @@ func (h *Hub) NotifyAll(cs []mvcc.Commit) {
 				}
 			}
 			i = j
-			if w.s.pert != nil {
+			if w.s.pert != nil || len(cs) == 1 {
+				// One revision (nothing to join it with), or a perturbed
+				// stream: its adversary decides what to join.
 				r := Response{WatchID: w.id, Revision: c.Revision, Events: evs}
 				if b != nil {
 					r.Events, r.src, r.at = b.events[first:last+1:last+1], b, int32(first)
