@@ -217,6 +217,11 @@ func (t tornFile) WriteAt(p []byte, off int64) (int, error) {
 	return t.File.WriteAt(p, off)
 }
 
+// Allocate reserves as the operating system's file does, so that the
+// write cut in the middle lands in a segment reserved ahead (zeros after
+// it), as in a real crash.
+func (t tornFile) Allocate(off, size int64) error { return t.File.(allocator).Allocate(off, size) }
+
 // ledger is what the children acknowledged, over every trial on one directory.
 type ledger struct {
 	puts    map[string]ackedPut

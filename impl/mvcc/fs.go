@@ -62,3 +62,17 @@ func (OSFS) SyncDir(dir string) error {
 type osFile struct{ *os.File }
 
 func (f osFile) Sync() error { return fdatasync(f.File) }
+
+// Allocate reserves disk space for [off, off+size) ahead of the writes
+// (see allocator).
+func (f osFile) Allocate(off, size int64) error { return allocate(f.File, off, size) }
+
+// allocator is a File that can reserve the disk space of what will be
+// written next, its size growing with zeros: fallocate(2). The log
+// reserves its segments ahead of its appends, as etcd's WAL preallocates
+// its files, so that an append's fdatasync writes the data and not also
+// the file's new size — no journal commit of the size per group commit.
+// A File without it (the test seams) is appended to as it grows.
+type allocator interface {
+	Allocate(off, size int64) error
+}

@@ -19,3 +19,17 @@ func fdatasync(f *os.File) error {
 		}
 	}
 }
+
+// allocate reserves [off, off+size) of f on disk, extending its size with
+// zeros (fallocate(2), mode 0).
+func allocate(f *os.File, off, size int64) error {
+	for {
+		err := syscall.Fallocate(int(f.Fd()), 0, off, size)
+		if err != syscall.EINTR {
+			if err != nil {
+				return &os.PathError{Op: "fallocate", Path: f.Name(), Err: err}
+			}
+			return nil
+		}
+	}
+}

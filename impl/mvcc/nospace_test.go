@@ -264,3 +264,68 @@ func TestOneSyncPerGroupCommit(t *testing.T) {
 		t.Fatalf("a checkpoint made %d commits of the data file, want 1", n)
 	}
 }
+
+// SPEC §2.1: the log reserves its segment ahead of its appends
+// (fallocate), so that an fdatasync does not also commit the file's new
+// size; the zeros after the last frame read back as the segment's clean
+// end, and a write a crash cut in the middle of the reserved space is
+// taken for the torn last write it is — the acknowledged writes before it
+// all come back, nothing is reported as damage.
+func TestReservedSegmentReadsBack(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, Options{CheckpointBytes: -1, CheckpointInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		put(t, s, fmt.Sprint("k", i), "v")
+	}
+	seg := s.seg.path
+	off := s.seg.off
+	reserved := s.seg.alloc
+	if err := s.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reserved == 0 {
+		t.Skipf("the file system reserves nothing here (fallocate failed): %d bytes written, file %d", off, fi.Size())
+	}
+	if fi.Size() < segmentAllocStep || fi.Size() != reserved {
+		t.Fatalf("segment of %d bytes (%d written, %d reserved), want %d reserved", fi.Size(), off, reserved, segmentAllocStep)
+	}
+	s = openT(t, dir, Options{CheckpointBytes: -1, CheckpointInterval: -1})
+	if r := s.Revision(); r != 21 {
+		t.Fatalf("reopened at revision %d, want 21", r)
+	}
+	for _, n := range s.Recovery().Notes {
+		if strings.Contains(n, "discarded") {
+			t.Fatalf("a clean end reported as a cut write: %v", s.Recovery().Notes)
+		}
+	}
+	// A torn write in the reserved space of the new segment: its first
+	// half written, zeros after it to the end of the file.
+	put(t, s, "acked", "v") // revision 22, acknowledged
+	seg, off = s.seg.path, s.seg.off
+	if err := s.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	frame := appendFrame(nil, &frame{prev: 22, rev: 23, compact: -1, recs: []memRecord{{rev: revision{main: 23}, val: []byte("not a record")}}})
+	f, err := os.OpenFile(seg, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(frame[:len(frame)/2], off); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	s = openT(t, dir, Options{})
+	if r := s.Revision(); r != 22 {
+		t.Fatalf("reopened at revision %d after a torn write, want 22", r)
+	}
+	if notes := fmt.Sprint(s.Recovery().Notes); !strings.Contains(notes, "discarded") {
+		t.Fatalf("recovery notes %v, want one about the torn write", notes)
+	}
+}

@@ -506,16 +506,22 @@ func copyFile(from, to string) error {
 }
 
 // Group commit: writers that arrive while a commit is being written share
-// the next transaction, and every write still gets its own revision.
+// the next transaction, and every write still gets its own revision;
+// OnCommits is called once per group commit with its revisions in order. A
+// writer that finds no commit in progress commits in its own goroutine.
 func TestGroupCommitSharesTransactions(t *testing.T) {
 	const writers = 15
 	release := make(chan struct{})
-	first := true
-	s := openT(t, t.TempDir(), Options{OnCommit: func(c Commit) {
+	var groups [][]int64 // the revisions OnCommits was given, per call
+	s := openT(t, t.TempDir(), Options{OnCommits: func(cs []Commit) {
+		var revs []int64
+		for _, c := range cs {
+			revs = append(revs, c.Revision)
+		}
+		groups = append(groups, revs)
 		// Runs on the commit goroutine: hold the first commit until every
 		// other writer is queued, so that they must share one transaction.
-		if first {
-			first = false
+		if len(groups) == 1 {
 			<-release
 		}
 	}})
@@ -559,5 +565,29 @@ func TestGroupCommitSharesTransactions(t *testing.T) {
 	}
 	if n := s.stats.groupCommits.Load(); n != 2 {
 		t.Fatalf("%d writes took %d transactions, want 2", writers+1, n)
+	}
+	if len(groups) != 2 || fmt.Sprint(groups[0]) != "[2]" || len(groups[1]) != writers ||
+		groups[1][0] != 3 || groups[1][writers-1] != writers+2 {
+		t.Fatalf("OnCommits got %v, want [2] then the %d revisions 3..%d in one call", groups, writers, writers+2)
+	}
+	// The first writer found no commit in progress and committed in its own
+	// goroutine; the others, queued meanwhile, were left to the commit
+	// goroutine.
+	if n := s.stats.ownCommits.Load(); n != 1 {
+		t.Fatalf("%d writes committed by their writers, want 1 (the first)", n)
+	}
+	// With no commit in progress, a lone writer commits its own write.
+	for { // the commit goroutine answers its writers before it is done
+		s.mu.Lock()
+		busy := s.committing
+		s.mu.Unlock()
+		if !busy {
+			break
+		}
+		runtime.Gosched()
+	}
+	put(t, s, "alone", "x")
+	if n := s.stats.ownCommits.Load(); n != 2 {
+		t.Fatalf("a lone write was not committed by its writer (%d)", n)
 	}
 }

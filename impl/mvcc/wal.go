@@ -241,7 +241,16 @@ type segment struct {
 	f      File
 	off    int64 // the end of what was written and synced
 	noSync bool
+	// The file is reserved (allocator) up to alloc, zeros beyond off; 0
+	// when nothing is, and for good once a reservation failed (noAlloc).
+	alloc   int64
+	noAlloc bool
 }
+
+// segmentAllocStep is how much of a segment the log reserves at a time
+// ahead of its appends (one change of the file's size, made durable with
+// the next fdatasync, per step instead of one per group commit).
+const segmentAllocStep = 4 << 20
 
 // createSegment creates segment hdr.seq in dir, writes its header and makes
 // it durable, directory entry included.
@@ -269,6 +278,9 @@ func openSegment(fs FS, dir string, seq uint64, noSync bool) (*segment, error) {
 		return nil, &logError{err: err, noSpace: isNoSpace(err)}
 	}
 	g := &segment{fs: fs, path: path, f: f, noSync: noSync}
+	// Reserve the first step now: a new segment is made while no writer
+	// waits for it (a checkpoint makes the next one before it rotates).
+	g.reserve(segmentAllocStep)
 	if !noSync {
 		if err := fs.SyncDir(dir); err != nil {
 			return nil, g.abandon(err)
@@ -314,6 +326,7 @@ func (g *segment) abandon(err error) error {
 // failed, so that its state is known); if even that fails, the error is
 // fatal.
 func (g *segment) append(b []byte) error {
+	g.reserve(g.off + int64(len(b)))
 	_, err := g.f.WriteAt(b, g.off)
 	synced := false
 	if err == nil && !g.noSync {
@@ -325,6 +338,7 @@ func (g *segment) append(b []byte) error {
 		return nil
 	}
 	terr := g.f.Truncate(g.off)
+	g.alloc = 0 // the reservation went with the truncation
 	if terr == nil && synced {
 		terr = g.f.Sync()
 	}
@@ -338,6 +352,30 @@ func (g *segment) append(b []byte) error {
 }
 
 func (g *segment) close() error { return g.f.Close() }
+
+// reserve makes sure, if the file can, that the segment is reserved up to
+// end at least, a segmentAllocStep at a time. The zeros it adds after the
+// last frame read back as the clean end of the segment (scanSegment). A
+// reservation that fails (a full disk, a file system without fallocate) is
+// not an error: the appends then grow the file as they go, and the first
+// failure turns reserving off for the segment.
+func (g *segment) reserve(end int64) {
+	if g.noAlloc || g.noSync || end <= g.alloc {
+		return
+	}
+	a, ok := g.f.(allocator)
+	if !ok {
+		g.noAlloc = true
+		return
+	}
+	from := max(g.alloc, g.off)
+	size := max(segmentAllocStep, end-from)
+	if err := a.Allocate(from, size); err != nil {
+		g.noAlloc = true
+		return
+	}
+	g.alloc = from + size
+}
 
 // Reading the log back.
 
@@ -476,6 +514,12 @@ func readFrame(data []byte, off, zeroFrom int64) (f frame, n int64, kind frameKi
 	}
 	plen := binary.BigEndian.Uint32(rest[0:])
 	if crc32.Checksum(rest[0:4], castagnoli)^frameSalt != binary.BigEndian.Uint32(rest[4:]) {
+		if off+frameHeaderLen > zeroFrom {
+			// Its end lies in the zeros that end the segment (reserved
+			// ahead of the appends): a write cut short, as when the file
+			// ends inside it.
+			return f, 0, frameCut, fmt.Sprintf("the frame header at offset %d is cut short (zeros after byte %d)", off, zeroFrom-off)
+		}
 		if allZero(rest[:frameHeaderLen]) || tornSectors(data, off, off+frameHeaderLen) {
 			return f, 0, frameTorn, fmt.Sprintf("the frame at offset %d has an unwritten header: a write cut by a crash", off)
 		}
@@ -490,9 +534,14 @@ func readFrame(data []byte, off, zeroFrom int64) (f frame, n int64, kind frameKi
 	}
 	payload := rest[frameHeaderLen:total]
 	if crc32.Checksum(payload, castagnoli) != binary.BigEndian.Uint32(rest[8:]) {
-		// Torn only if it is the last thing written: a write after it would
-		// have come after its fdatasync, so it was acknowledged.
-		if off+total == int64(len(data)) && tornSectors(data, off, off+total) {
+		if off+total > zeroFrom {
+			return f, 0, frameCut, fmt.Sprintf("the frame at offset %d is cut short (%d of %d bytes, zeros after them)", off, zeroFrom-off, total)
+		}
+		// Torn only if it is the last thing written — nothing but zeros
+		// after it (a segment reserved ahead holds zeros to its end): a
+		// write after it would have come after its fdatasync, so it was
+		// acknowledged.
+		if off+total >= zeroFrom && tornSectors(data, off, off+total) {
 			return f, 0, frameTorn, fmt.Sprintf("the frame at offset %d (%d bytes) has unwritten sectors: a write cut by a crash", off, total)
 		}
 		return f, 0, frameBad, fmt.Sprintf("the frame at offset %d (%d bytes) fails its checksum", off, total)

@@ -85,6 +85,54 @@ type Metrics struct {
 	healthChecks                  *prometheus.CounterVec
 
 	grpc *grpcprom.ServerMetrics // set by New
+
+	// The series the interceptors update on every call, looked up once:
+	// a label lookup hashes its values and takes the vector's lock.
+	durations [len(requestTypes)][2]atomic.Pointer[prometheus.Observer] // by requestType, then success
+	apiCounts [2]atomic.Pointer[apiCount]                               // unary, stream: the client API version seen last
+}
+
+// apiCount is etcd_server_client_requests_total's series of one type and
+// client API version.
+type apiCount struct {
+	version string
+	c       prometheus.Counter
+}
+
+// requestTypes are the values of etcd_server_request_duration_seconds'
+// type label (see requestType).
+var requestTypes = [...]string{"Range", "Put", "DeleteRange", "ReadonlyTxn", "Txn", "Compaction", "Alarm"}
+
+// countRequest counts a call of the client API version in
+// etcd_server_client_requests_total.
+func (m *Metrics) countRequest(ctx context.Context, stream bool) {
+	v := clientAPIVersion(ctx)
+	i, typ := 0, "unary"
+	if stream {
+		i, typ = 1, "stream"
+	}
+	c := m.apiCounts[i].Load()
+	if c == nil || c.version != v {
+		c = &apiCount{version: v, c: m.clientRequests.WithLabelValues(typ, v)}
+		m.apiCounts[i].Store(c)
+	}
+	c.c.Inc()
+}
+
+// observeDuration observes a request of type requestTypes[typ].
+func (m *Metrics) observeDuration(typ int, ok bool, seconds float64) {
+	i := 0
+	if ok {
+		i = 1
+	}
+	p := &m.durations[typ][i]
+	o := p.Load()
+	if o == nil {
+		obs := m.requestDuration.WithLabelValues(requestTypes[typ], strconv.FormatBool(ok))
+		o = &obs
+		p.Store(o)
+	}
+	(*o).Observe(seconds)
 }
 
 // NewMetrics returns the metrics of a server to come: pass them to the
@@ -208,52 +256,53 @@ func (m *Metrics) grpcOptions() []grpc.ServerOption {
 // client's API version, from the metadata clientv3 sends, as etcd's
 // v3rpc/interceptor.go) and observes etcd_server_request_duration_seconds.
 func (m *Metrics) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	m.clientRequests.WithLabelValues("unary", clientAPIVersion(ctx)).Inc()
+	m.countRequest(ctx, false)
 	typ := requestType(info.FullMethod, req)
-	if typ == "" {
+	if typ < 0 {
 		return handler(ctx, req)
 	}
 	start := time.Now()
 	resp, err := handler(ctx, req)
-	m.requestDuration.WithLabelValues(typ, strconv.FormatBool(err == nil)).Observe(time.Since(start).Seconds())
+	m.observeDuration(typ, err == nil, time.Since(start).Seconds())
 	return resp, err
 }
 
 func (m *Metrics) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	m.clientRequests.WithLabelValues("stream", clientAPIVersion(ss.Context())).Inc()
+	m.countRequest(ss.Context(), true)
 	return handler(srv, ss)
 }
 
+// clientAPIVersion is the client API version clientv3 sends in its
+// metadata, without copying the metadata.
 func clientAPIVersion(ctx context.Context) string {
-	md, _ := metadata.FromIncomingContext(ctx)
-	if vs := md.Get(rpctypes.MetadataClientAPIVersionKey); len(vs) > 0 {
+	if vs := metadata.ValueFromIncomingContext(ctx, rpctypes.MetadataClientAPIVersionKey); len(vs) > 0 {
 		return vs[0]
 	}
 	return "unknown"
 }
 
 // requestType is etcd's type label of etcd_server_request_duration_seconds
-// (etcdserver/v3_server.go getRequestType, Range, Txn), or "" for requests
-// etcd does not time.
-func requestType(method string, req any) string {
+// (etcdserver/v3_server.go getRequestType, Range, Txn), as an index into
+// requestTypes, or -1 for requests etcd does not time.
+func requestType(method string, req any) int {
 	switch method[strings.LastIndexByte(method, '/')+1:] {
 	case "Range":
-		return "Range"
+		return 0
 	case "Put":
-		return "Put"
+		return 1
 	case "DeleteRange":
-		return "DeleteRange"
+		return 2
 	case "Txn":
 		if r, ok := req.(*pb.TxnRequest); ok && isTxnReadonly(r) {
-			return "ReadonlyTxn"
+			return 3
 		}
-		return "Txn"
+		return 4
 	case "Compact":
-		return "Compaction"
+		return 5
 	case "Alarm":
-		return "Alarm"
+		return 6
 	}
-	return ""
+	return -1
 }
 
 // countingCodec is gRPC's proto codec, counting the bytes of the messages

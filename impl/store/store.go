@@ -75,7 +75,7 @@ var (
 )
 
 // Options configure a Store: the key-value store's and the watch hub's. The
-// OnCommit option of KV is the store's own and is ignored.
+// OnCommit and OnCommits options of KV are the store's own and are ignored.
 type Options struct {
 	KV    mvcc.Options
 	Watch watchhub.Options
@@ -97,9 +97,10 @@ func Open(dir string, opts Options) (*Store, error) {
 	s := &Store{}
 	ready := make(chan struct{})
 	kvOpts := opts.KV
-	kvOpts.OnCommit = func(c mvcc.Commit) {
+	kvOpts.OnCommit = nil
+	kvOpts.OnCommits = func(cs []mvcc.Commit) {
 		<-ready // no commit can precede Open's return; this orders the hub's creation before its use
-		s.hub.Notify(c)
+		s.hub.NotifyAll(cs)
 	}
 	kv, err := mvcc.Open(dir, kvOpts)
 	if err != nil {

@@ -53,6 +53,7 @@ type Hub struct {
 	waiting    map[*Stream]struct{} // streams with a progress request to answer
 	held       map[*Stream]struct{} // streams with watches their Perturber held back
 	pairs      []match              // Notify's scratch
+	pend       []pending            // NotifyAll's scratch
 	gen        uint32
 	nwatch     int      // watchers in the hub
 	recent     recent   // the most recent commits, for catch-up
@@ -72,9 +73,9 @@ type watcher struct {
 	id       int64
 	s        *Stream
 	key, end string // end is "" for a single key or when inf
-	inf      bool   // every key ≥ key
 	start    int64  // the requested StartRevision
 	next     int64  // the first revision whose events are not yet queued
+	inf      bool   // every key ≥ key
 	noPut    bool
 	noDelete bool
 	prevKV   bool
@@ -84,6 +85,7 @@ type watcher struct {
 	slot     int32 // position in its watcherSet
 	gen      uint32
 	ord      int32
+	pend     int32 // 1 + its index in NotifyAll's pending responses, or 0
 }
 
 // The states of a watcher.
@@ -182,96 +184,179 @@ func (h *Hub) NewStream(ctx context.Context) *Stream {
 	return s
 }
 
-// Notify delivers a commit to the synced watches. The store calls it for
-// every write revision, in revision order, once the revision is readable.
+// Notify delivers a commit to the synced watches. The store calls it (or
+// [Hub.NotifyAll]) for every write revision, in revision order, once the
+// revision is readable.
+func (h *Hub) Notify(c mvcc.Commit) { h.NotifyAll([]mvcc.Commit{c}) }
+
+// NotifyAll delivers the commits of one group commit — consecutive write
+// revisions, in order, that became readable together — to the synced
+// watches.
 //
-// The commit's events join the hub's recent commits (a [Batch] that the
+// The commits' events join the hub's recent commits (a [Batch] that the
 // responses share), and each synced watch that takes some of them gets one
-// response: a run of that batch when its events are consecutive in the
-// commit (a watch of every key the commit wrote: the common case), else its
-// own copy. A watch whose stream is full falls behind (a victim): it is
-// caught up later from the recent commits, many revisions at once.
-func (h *Hub) Notify(c mvcc.Commit) {
+// response with all of its events of the group (docs/SPEC.md §3.4 and
+// §3.13: whole revisions, several per response): a run of the batch when
+// its events are consecutive in it (a watch of every key the commits wrote:
+// the common case), else its own copy. So a group commit of sixteen puts
+// costs a watch of their prefix one response, not sixteen. A response
+// carries the group's last revision as header (or, when a watch's events
+// are not one run and come in several responses, the revision before the
+// next one's first): headers never go back (§3.12). A watch whose
+// stream is full falls behind (a victim): it is caught up later from the
+// recent commits, many revisions at once. A stream with a [Perturber] gets
+// one response per revision, as from Notify: its adversary decides what to
+// join.
+func (h *Hub) NotifyAll(cs []mvcc.Commit) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.closed || c.Revision <= h.rev {
+	for len(cs) > 0 && cs[0].Revision <= h.rev {
+		cs = cs[1:]
+	}
+	if h.closed || len(cs) == 0 {
 		return
 	}
-	h.rev = c.Revision
-	if len(h.held) > 0 {
-		h.release(c.Revision)
-	}
-	if h.nwatch == 0 {
-		// Nobody to catch up: keep nothing. The recent commits start again
-		// with the next commit a watch may need.
-		h.recent.reset()
-		h.windows = nil
-		h.answerAll()
-		return
-	}
-	ch, at := h.recent.append(c)
-	h.gen++
-	ord := int32(0)
-	pairs := h.pairs[:0]
-	for i := range c.Events {
-		e := &c.Events[i]
-		h.synced.each(e.KV.Key, func(w *watcher) {
-			if c.Revision < w.next || !w.wants(e) {
-				return
-			}
-			if w.gen != h.gen {
-				w.gen, w.ord = h.gen, ord
-				ord++
-			}
-			pairs = append(pairs, match{w: w, i: int32(i)})
-		})
-	}
-	if len(c.Events) > 1 {
-		// Group by watcher; each watcher's events stay in operation order.
-		sort.SliceStable(pairs, func(a, b int) bool { return pairs[a].w.ord < pairs[b].w.ord })
-	}
-	for i := 0; i < len(pairs); {
-		w := pairs[i].w
-		j := i + 1
-		for j < len(pairs) && pairs[j].w == w {
-			j++
+	pend := h.pend[:0]
+	for k := range cs {
+		c := &cs[k]
+		h.rev = c.Revision
+		if len(h.held) > 0 {
+			h.release(c.Revision)
 		}
-		if p := w.s.pert; p != nil && p.Hold(w.id, c.Revision) {
-			h.hold(w, c.Revision)
-			i = j
+		if h.nwatch == 0 {
+			// Nobody to catch up: keep nothing. The recent commits start
+			// again with the next commit a watch may need.
+			h.recent.reset()
+			h.windows = nil
 			continue
 		}
-		r := Response{WatchID: w.id, Revision: c.Revision}
-		own := 0
-		if first, last := int(pairs[i].i), int(pairs[j-1].i); last-first == j-i-1 {
-			// Consecutive events of the commit: a run of the batch.
-			b := ch.batch(w.prevKV)
-			r.Events, r.src, r.at = b.events[at+first:at+last+1:at+last+1], b, int32(at+first)
-		} else {
-			evs := make([]mvcc.Event, 0, j-i)
-			for _, m := range pairs[i:j] {
-				e := c.Events[m.i]
-				if !w.prevKV {
-					e.PrevKV = nil
+		ch, at := h.recent.append(*c)
+		h.gen++
+		ord := int32(0)
+		pairs := h.pairs[:0]
+		for i := range c.Events {
+			e := &c.Events[i]
+			h.synced.each(e.KV.Key, func(w *watcher) {
+				if c.Revision < w.next || !w.wants(e) {
+					return
 				}
-				own += eventSize + payloadBytes(&e)
-				evs = append(evs, e)
+				if w.gen != h.gen {
+					w.gen, w.ord = h.gen, ord
+					ord++
+				}
+				pairs = append(pairs, match{w: w, i: int32(i)})
+			})
+		}
+		if len(c.Events) > 1 {
+			// Group by watcher; each watcher's events stay in operation order.
+			sort.SliceStable(pairs, func(a, b int) bool { return pairs[a].w.ord < pairs[b].w.ord })
+		}
+		for i := 0; i < len(pairs); {
+			w := pairs[i].w
+			j := i + 1
+			for j < len(pairs) && pairs[j].w == w {
+				j++
 			}
-			r.Events = evs
+			if p := w.s.pert; p != nil && p.Hold(w.id, c.Revision) {
+				h.hold(w, c.Revision)
+				i = j
+				continue
+			}
+			var (
+				b           *Batch
+				first, last int
+				evs         []mvcc.Event
+				own         int
+			)
+			if first, last = at+int(pairs[i].i), at+int(pairs[j-1].i); last-first == j-i-1 {
+				// Consecutive events of the commit: a run of the batch.
+				b = ch.batch(w.prevKV)
+			} else {
+				evs = make([]mvcc.Event, 0, j-i)
+				for _, m := range pairs[i:j] {
+					e := c.Events[m.i]
+					if !w.prevKV {
+						e.PrevKV = nil
+					}
+					own += eventSize + payloadBytes(&e)
+					evs = append(evs, e)
+				}
+			}
+			i = j
+			if w.s.pert != nil || len(cs) == 1 {
+				// One revision (nothing to join it with), or a perturbed
+				// stream: its adversary decides what to join.
+				r := Response{WatchID: w.id, Revision: c.Revision, Events: evs}
+				if b != nil {
+					r.Events, r.src, r.at = b.events[first:last+1:last+1], b, int32(first)
+				}
+				h.deliver(w, r, own, c.Revision)
+				continue
+			}
+			if w.pend > 0 {
+				p := &pend[w.pend-1]
+				switch {
+				case b != nil && p.r.src == b && int(p.r.at)+len(p.r.Events) == first:
+					p.r.Events = b.events[p.r.at : last+1 : last+1]
+					continue
+				case b == nil && p.r.src == nil:
+					p.r.Events = append(p.r.Events, evs...)
+					p.own += own
+					continue
+				}
+				// Not a continuation: send what the watch has so far.
+				p.r.Revision = cs[k-1].Revision
+				w.pend = 0
+				if !h.deliver(w, p.r, p.own, p.from) {
+					continue // behind now, from p.from
+				}
+			}
+			p := pending{w: w, from: c.Revision, own: own, r: Response{WatchID: w.id, Events: evs}}
+			if b != nil {
+				p.r.Events, p.r.src, p.r.at = b.events[first:last+1:last+1], b, int32(first)
+			}
+			pend = append(pend, p)
+			w.pend = int32(len(pend))
 		}
-		if w.s.push(r, own) {
-			w.next, w.sent = c.Revision+1, true
-		} else {
-			// The stream is full: the watch falls behind, from this revision.
-			h.synced.remove(w)
-			w.state, w.next = stVictim, c.Revision
-			w.s.behind.add(w)
-		}
-		i = j
+		clear(pairs)
+		h.pairs = pairs[:0]
 	}
-	clear(pairs)
-	h.pairs = pairs[:0]
+	last := cs[len(cs)-1].Revision
+	for i := range pend {
+		p := &pend[i]
+		if p.w.pend != int32(i+1) {
+			continue // sent already, before the watch's next one
+		}
+		p.w.pend = 0
+		p.r.Revision = last
+		h.deliver(p.w, p.r, p.own, p.from)
+	}
+	clear(pend)
+	h.pend = pend[:0]
 	h.answerAll()
+}
+
+// pending is a response NotifyAll is still adding a group's revisions to.
+type pending struct {
+	w    *watcher
+	from int64 // its first revision
+	own  int
+	r    Response
+}
+
+// deliver queues a synced watcher's response of the live revisions from
+// `from` to r's last, and reports whether it did; if its stream is full the
+// watcher falls behind from `from` (a victim). The caller holds h.mu.
+func (h *Hub) deliver(w *watcher, r Response, own int, from int64) bool {
+	if w.s.push(r, own) {
+		w.next, w.sent = r.Events[len(r.Events)-1].KV.ModRevision+1, true
+		return true
+	}
+	// The stream is full: the watch falls behind, from this revision.
+	h.synced.remove(w)
+	w.state, w.next = stVictim, from
+	w.s.behind.add(w)
+	return false
 }
 
 // answerAll answers the progress requests that wait. The caller holds h.mu.

@@ -596,3 +596,74 @@ func sortInts(a []int64) {
 		}
 	}
 }
+
+// SPEC §3.4 Atomic, §3.13 Slow watchers, §3.12 MonotonicRevision: the
+// revisions of one group commit reach a watch in one response when its
+// events are consecutive in them (a run of the shared batch), with the
+// group's last revision as header; a watch whose events are not
+// consecutive gets them in order, every revision whole, headers never
+// going back; a full stream makes the watch a victim from the first
+// revision it did not get, and it misses nothing.
+func TestGroupCommitIsOneResponsePerWatch(t *testing.T) {
+	s := open(t, watchhub.Options{StreamCapacity: 2})
+	h := s.Hub()
+	prefix := s.NewWatchStream(nil)
+	single := s.NewWatchStream(nil)
+	full := s.NewWatchStream(nil)
+	for _, w := range []struct {
+		ws       *watchhub.Stream
+		key, end string
+	}{{prefix, "k", "l"}, {single, "k1", ""}, {full, "k", "l"}} {
+		if _, err := w.ws.Watch(ctx, watchhub.Request{Key: w.key, RangeEnd: w.end}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	drain(prefix)
+	drain(single)
+	drain(full)
+	if _, err := full.Watch(ctx, watchhub.Request{Key: "z"}); err != nil { // a control response: no room taken
+		t.Fatal(err)
+	}
+	ev := func(key string, rev int64) mvcc.Event {
+		return mvcc.Event{Type: mvcc.Put, KV: mvcc.KeyValue{Key: key, Value: "v", CreateRevision: rev, ModRevision: rev, Version: 1}}
+	}
+	// The store is at revision 1: the hub is handed revisions 2..4 as one
+	// group commit (what the store does when three writers commit together).
+	h.NotifyAll([]mvcc.Commit{
+		{Revision: 2, Events: []mvcc.Event{ev("k1", 2)}},
+		{Revision: 3, Events: []mvcc.Event{ev("k2", 3)}},
+		{Revision: 4, Events: []mvcc.Event{ev("k1", 4)}},
+	})
+	rs := drain(prefix)
+	if got := shape(rs); got != "[k12 k23 k14]" {
+		t.Fatalf("prefix watch: %s, want one response of the three revisions", got)
+	}
+	if b, _ := rs[0].Shared(); b == nil || rs[0].Revision != 4 {
+		t.Errorf("the response shares no batch (%v) or has header %d, want 4", b, rs[0].Revision)
+	}
+	rs = drain(single)
+	if got := shape(rs); got != "[k12][k14]" {
+		t.Fatalf("single-key watch: %s", got)
+	}
+	for i := 1; i < len(rs); i++ {
+		if rs[i].Revision < rs[i-1].Revision || rs[i].Revision < rs[i].Events[len(rs[i].Events)-1].KV.ModRevision {
+			t.Fatalf("headers %d then %d for %s", rs[i-1].Revision, rs[i].Revision, shape(rs))
+		}
+	}
+	// The stream of capacity 2 holds the first group's response and takes
+	// the second's; the third group finds it full and makes the watch a
+	// victim, caught up once the reader reads.
+	h.NotifyAll([]mvcc.Commit{{Revision: 5, Events: []mvcc.Event{ev("k3", 5)}}, {Revision: 6, Events: []mvcc.Event{ev("k4", 6)}}})
+	h.NotifyAll([]mvcc.Commit{{Revision: 7, Events: []mvcc.Event{ev("k5", 7)}}})
+	if st := h.Stats(); st.Victims != 1 {
+		t.Fatalf("stats %+v: the watch on the full stream should be a victim", st)
+	}
+	var got string
+	for range 5 {
+		got += shape(drain(full))
+		h.Flush()
+	}
+	if want := "[c1][k12 k23 k14][k35 k46][k57]"; got != want {
+		t.Fatalf("full stream: %s, want %s", got, want)
+	}
+}

@@ -334,7 +334,8 @@ func serverWorkloads(s Sizes) []serverWorkload {
 		return serverWorkload{name: fmt.Sprintf("fanout%d", i+1), ids: []string{fmt.Sprintf("fanout%d", i+1), fmt.Sprintf("fanout%dcpu", i+1)},
 			run: func(ctx context.Context, c *child) ([]float64, string, error) {
 				r, err := measureFanout(ctx, c.endpoint, fmt.Sprintf("bench/fan%d/", i+1), w, revs)
-				return []float64{r.eventsPerSec, r.clientCPU}, fmt.Sprintf("%.1f events per response", r.perResponse), err
+				return []float64{r.eventsPerSec, r.clientCPU}, fmt.Sprintf("%.1f events per response; the writers put %.0f/s, done with %.1f%% of the events delivered",
+					r.perResponse, r.writerRate, 100*r.deliveredAtWritersDone), err
 			}}
 	}
 	return []serverWorkload{

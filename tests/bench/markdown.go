@@ -94,7 +94,10 @@ stream and streams are spread over at most %[3]d connections. Values are %[4]d b
   once it serves (median) — what a project that starts the server in each of its tests pays.
 - **live fan-out**: %[7]s (then %[8]s) watches on one prefix, synced; 16 clients put
   %[9]s events' worth of revisions (events ÷ watchers) under it as fast as they can. Events
-  delivered ÷ the time from the first put to the last event received by the driver.
+  delivered ÷ the time from the first put to the last event received by the driver. The side
+  figures give the writers' own rate (revisions ÷ the time until the last put was acknowledged)
+  and the share of the events delivered by then: near 100%% the delivery kept up with the writes,
+  and the writers' rate under that load bounds the figure.
 - **catch-up**: on the fresh server, 16 clients write %[10]s revisions under one prefix;
   then %[11]s watches on it start at revision 1. %[11]s × %[10]s events ÷ the time from the
   first watch creation to the last event received. The driver does nothing else meanwhile: its

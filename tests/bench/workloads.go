@@ -137,6 +137,12 @@ type deliveryResult struct {
 	eventsPerSec float64
 	perResponse  float64 // events per response
 	clientCPU    float64 // the driver's CPU seconds per delivered event
+
+	// Fan-out only: the writers' acknowledged puts/s over the time they
+	// took, and the share of the events delivered when they were done —
+	// near 1 when delivery keeps up with the writes and the writers' rate
+	// bounds the figure.
+	writerRate, deliveredAtWritersDone float64
 }
 
 // measureFanout: `watchers` watches on one prefix, all synced; 16 writers
@@ -162,15 +168,27 @@ func measureFanout(ctx context.Context, endpoint, prefix string, watchers, revis
 	defer closeAll(writers)
 	start, cpu0 := time.Now(), processCPU()
 	writersDone := putAll(ctx, writers, prefix, revisions)
+	type done struct {
+		err       error
+		took      time.Duration
+		delivered int64
+	}
+	wdone := make(chan done, 1)
+	go func() {
+		err := writersDone()
+		wdone <- done{err, time.Since(start), ws.events.Load()}
+	}()
 	werr := ws.wait(ctx, 5*time.Minute)
 	elapsed, cpu := time.Since(start), processCPU()-cpu0
-	if err := writersDone(); err != nil && werr == nil {
-		werr = err
+	wd := <-wdone
+	if wd.err != nil && werr == nil {
+		werr = wd.err
 	}
 	if werr != nil {
 		return deliveryResult{}, werr
 	}
-	return deliveryResult{float64(target) / elapsed.Seconds(), perResponse(ws), cpu.Seconds() / float64(target)}, nil
+	return deliveryResult{float64(target) / elapsed.Seconds(), perResponse(ws), cpu.Seconds() / float64(target),
+		float64(revisions) / wd.took.Seconds(), float64(wd.delivered) / float64(target)}, nil
 }
 
 // perResponse returns the events per response a watch set received.
@@ -201,7 +219,7 @@ func measureCatchup(ctx context.Context, endpoint, prefix string, watchers, revi
 		return deliveryResult{}, err
 	}
 	elapsed, cpu := time.Since(start), processCPU()-cpu0
-	return deliveryResult{float64(target) / elapsed.Seconds(), perResponse(ws), cpu.Seconds() / float64(target)}, nil
+	return deliveryResult{eventsPerSec: float64(target) / elapsed.Seconds(), perResponse: perResponse(ws), clientCPU: cpu.Seconds() / float64(target)}, nil
 }
 
 // measureStartup starts a server child of the given kind on a fresh
