@@ -12,7 +12,7 @@ import (
 // file. (etcd's treeIndex, without generations: a tombstone entry ends a
 // life.)
 //
-// Concurrency: the commit goroutine is the only writer. It reads without the
+// Concurrency: the committer (one at a time, see Store.submit) is the only writer. It reads without the
 // lock and writes under mu; readers hold mu.RLock. mu is a leaf lock: nothing
 // that can block (the data file in particular) is touched while holding it.
 type index struct {

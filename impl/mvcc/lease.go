@@ -39,7 +39,7 @@ import (
 // its keys are deleted in one backend transaction (lease/lessor.go Revoke).
 //
 // Cost: a grant or a revoke rewrites the table, O(leases) bytes and two
-// fsyncs, on the commit goroutine.
+// fsyncs, on the committer.
 
 // MaxLeaseTTL is the largest TTL a lease may be granted with, in seconds
 // (etcd's lease.MaxLeaseTTL).

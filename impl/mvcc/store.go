@@ -22,9 +22,10 @@ import (
 type Options struct {
 	// OnCommit, if set, is called once for every write revision, in revision
 	// order, after the revision is durable and readable and before any
-	// writer of its batch is answered. It runs on the store's commit
-	// goroutine, so it must be quick, must not block, and must not call the
-	// Store's write methods. The Commit and its events are shared: do not
+	// writer of its batch is answered. It runs on the committer (the
+	// store's commit goroutine, or the goroutine of a writer that commits
+	// its own write), so it must be quick, must not block, and must not call
+	// the Store's write methods. The Commit and its events are shared: do not
 	// modify them. Every non-creating event carries its PrevKV.
 	OnCommit func(Commit)
 
@@ -132,9 +133,11 @@ func (o *Options) point(name string) {
 //
 // # Durability
 //
-// Every write is applied by one commit goroutine. Writers that arrive while
-// a batch is being made durable wait together and are applied, in arrival
-// order, in the next one (group commit): the batch is appended to the
+// Every write is applied by one committer at a time: a writer that finds
+// no batch being committed commits its own write in its goroutine; writers
+// that arrive while a batch is being made durable wait together and are
+// applied, in arrival order, in the next one by the store's commit
+// goroutine (group commit): the batch is appended to the
 // write-ahead log as one frame and made durable by one fdatasync, which
 // acknowledges them all. A write method returns only after that; a crash
 // afterwards loses nothing it acknowledged. The data file (bbolt) is
@@ -190,11 +193,16 @@ type Store struct {
 	lt      leaseTable               // the leases (lease.go)
 
 	mu      sync.Mutex
-	queue   []*request
-	wake    chan struct{} // cap 1: the committer has work
+	queue   []*request    // requests waiting for the committer: only while one commits
+	wake    chan struct{} // cap 1: the commit goroutine may have work
 	closing bool
-	failed  error         // a write to the log failed in an unknown way: the store refuses writes
-	done    chan struct{} // closed when the committer has exited
+	// One committer at a time applies the batches: a writer that found no
+	// group commit in progress (its own request, in its goroutine), or the
+	// commit goroutine. handoff: a writer that committed found requests
+	// queued meanwhile and left them to the commit goroutine.
+	committing, handoff bool
+	failed              error         // a write to the log failed in an unknown way: the store refuses writes
+	done                chan struct{} // closed when the committer has exited
 
 	// Committer-owned logical state: the revision and compact revision after
 	// the requests applied so far, durable or not.
@@ -231,6 +239,7 @@ type Store struct {
 
 	stats struct {
 		groupCommits, logSyncs, checkpoints, backendCommits, memWaits atomic.Int64
+		ownCommits                                                    atomic.Int64 // writes committed by their writer's goroutine
 	}
 }
 

@@ -507,7 +507,8 @@ func copyFile(from, to string) error {
 
 // Group commit: writers that arrive while a commit is being written share
 // the next transaction, and every write still gets its own revision;
-// OnCommits is called once per group commit with its revisions in order.
+// OnCommits is called once per group commit with its revisions in order. A
+// writer that finds no commit in progress commits in its own goroutine.
 func TestGroupCommitSharesTransactions(t *testing.T) {
 	const writers = 15
 	release := make(chan struct{})
@@ -568,5 +569,25 @@ func TestGroupCommitSharesTransactions(t *testing.T) {
 	if len(groups) != 2 || fmt.Sprint(groups[0]) != "[2]" || len(groups[1]) != writers ||
 		groups[1][0] != 3 || groups[1][writers-1] != writers+2 {
 		t.Fatalf("OnCommits got %v, want [2] then the %d revisions 3..%d in one call", groups, writers, writers+2)
+	}
+	// The first writer found no commit in progress and committed in its own
+	// goroutine; the others, queued meanwhile, were left to the commit
+	// goroutine.
+	if n := s.stats.ownCommits.Load(); n != 1 {
+		t.Fatalf("%d writes committed by their writers, want 1 (the first)", n)
+	}
+	// With no commit in progress, a lone writer commits its own write.
+	for { // the commit goroutine answers its writers before it is done
+		s.mu.Lock()
+		busy := s.committing
+		s.mu.Unlock()
+		if !busy {
+			break
+		}
+		runtime.Gosched()
+	}
+	put(t, s, "alone", "x")
+	if n := s.stats.ownCommits.Load(); n != 2 {
+		t.Fatalf("a lone write was not committed by its writer (%d)", n)
 	}
 }
