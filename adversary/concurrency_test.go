@@ -115,13 +115,19 @@ func runConcurrencyWith(t *testing.T, endpoint string, election bool, workers in
 		note(func() { run.held++ })
 		return true
 	}
-	for w := range workers {
+	// newSession returns a client and a session on it (TTL 60 s: no lease
+	// expires during a run), both closed when the run ends.
+	newSession := func() (*clientv3.Client, *concurrency.Session) {
 		cli := newClient()
 		sess, err := concurrency.NewSession(cli, concurrency.WithTTL(60))
 		if err != nil {
 			t.Fatal(err)
 		}
 		closers = append(closers, sess.Close)
+		return cli, sess
+	}
+	for w := range workers {
+		cli, sess := newSession()
 		wg.Go(func() {
 			m, e := concurrency.NewMutex(sess, pfx), concurrency.NewElection(sess, pfx)
 			for ctx.Err() == nil {
@@ -156,12 +162,7 @@ func runConcurrencyWith(t *testing.T, endpoint string, election bool, workers in
 	if election {
 		// One observer follows the leaders: each is a newer candidate
 		// (created later) than the one before.
-		cli := newClient()
-		sess, err := concurrency.NewSession(cli, concurrency.WithTTL(60))
-		if err != nil {
-			t.Fatal(err)
-		}
-		closers = append(closers, sess.Close)
+		_, sess := newSession()
 		wg.Go(func() {
 			var last int64
 			for ctx.Err() == nil {
