@@ -215,9 +215,7 @@ func (w *writer) del(d DeleteRequest) DeleteResponse {
 		return true
 	})
 	for _, n := range victims {
-		prev := n.hist.kv
-		w.set(n, &version{kv: KeyValue{Key: n.key, ModRevision: w.rev}, tomb: true})
-		w.events = append(w.events, Event{Type: Delete, KV: KeyValue{Key: n.key, ModRevision: w.rev}, PrevKV: &prev})
+		prev := w.tombstone(n)
 		resp.Deleted++
 		if d.PrevKV {
 			resp.PrevKVs = append(resp.PrevKVs, prev)
@@ -237,10 +235,17 @@ func (w *writer) revokeLease(lease int64) {
 		return true
 	})
 	for _, n := range victims {
-		prev := n.hist.kv
-		w.set(n, &version{kv: KeyValue{Key: n.key, ModRevision: w.rev}, tomb: true})
-		w.events = append(w.events, Event{Type: Delete, KV: KeyValue{Key: n.key, ModRevision: w.rev}, PrevKV: &prev})
+		w.tombstone(n)
 	}
+}
+
+// tombstone deletes n's live version at the writer's revision, with its
+// DELETE event, and returns the version deleted.
+func (w *writer) tombstone(n *node) KeyValue {
+	prev := n.hist.kv
+	w.set(n, &version{kv: KeyValue{Key: n.key, ModRevision: w.rev}, tomb: true})
+	w.events = append(w.events, Event{Type: Delete, KV: KeyValue{Key: n.key, ModRevision: w.rev}, PrevKV: &prev})
+	return prev
 }
 
 // txn runs a transaction.
