@@ -8,16 +8,13 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
-	"github.com/watchspec/watchspec/internal/etcdtest"
 	"github.com/watchspec/watchspec/linearizability"
 	"github.com/watchspec/watchspec/model/kv"
 	"github.com/watchspec/watchspec/model/lease"
 	"github.com/watchspec/watchspec/model/spec"
 	"github.com/watchspec/watchspec/model/watch"
 	"github.com/watchspec/watchspec/traces"
-	"github.com/watchspec/watchspec/traces/record"
 )
 
 // SPEC §2.9–§2.11, §3.14, §3.15 against real etcd 3.7.3: leases granted,
@@ -28,24 +25,8 @@ func TestRecordLeasesAgainstEtcd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts an embedded etcd and waits for a lease to expire")
 	}
-	cluster, err := etcdtest.Start(etcdtest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cluster.Close()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: cluster.Endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	var buf bytes.Buffer
-	never := int64(-1)
-	w, err := traces.NewWriter(&buf, traces.Header{System: "etcd", SystemVersion: etcdtest.Version,
-		Tool: "traces/record TestRecordLeasesAgainstEtcd", UniqueValues: true, BaseRevision: 1, BaseCompactRevision: &never})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := record.New(w)
+	cli, rec, buf, stop := recordingEtcd(t, "traces/record TestRecordLeasesAgainstEtcd")
+	defer stop()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	leases := rec.NewLease(cli.Lease)
@@ -147,24 +128,8 @@ func TestRecordLeaseReadsOnlyAgainstEtcd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts an embedded etcd and waits for a lease to expire")
 	}
-	cluster, err := etcdtest.Start(etcdtest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cluster.Close()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: cluster.Endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	var buf bytes.Buffer
-	never := int64(-1)
-	w, err := traces.NewWriter(&buf, traces.Header{System: "etcd", SystemVersion: etcdtest.Version,
-		Tool: "traces/record TestRecordLeaseReadsOnlyAgainstEtcd", UniqueValues: true, BaseRevision: 1, BaseCompactRevision: &never})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := record.New(w)
+	cli, rec, buf, stop := recordingEtcd(t, "traces/record TestRecordLeaseReadsOnlyAgainstEtcd")
+	defer stop()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	leases := rec.NewLease(cli.Lease)
