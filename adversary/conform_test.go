@@ -44,8 +44,8 @@ func runConform(t *testing.T, seed int64, d time.Duration, clients, watchers int
 	defer srv.Close()
 	cfg := conform.Config{Endpoints: []string{srv.Endpoint()}, Duration: d, Seed: seed,
 		Clients: clients, Watchers: watchers, CatchUpWatches: 20, CompactEvery: 100 * time.Millisecond,
-		ProgressRequestEvery: 100 * time.Millisecond,
-		System:               "watchspec-reference", SystemVersion: fmt.Sprintf("adversary seed %d", seed)}
+		ProgressRequestEvery: 100 * time.Millisecond, FragmentWatches: 0.3,
+		System: "watchspec-reference", SystemVersion: fmt.Sprintf("adversary seed %d", seed)}
 	var buf bytes.Buffer
 	if _, err := conform.Record(context.Background(), cfg, &buf); err != nil {
 		t.Fatalf("seed %d: %v", seed, err)

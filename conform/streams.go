@@ -83,6 +83,9 @@ func (r *run) watchLoop(ctx context.Context, cli *clientv3.Client, c *record.Cli
 			req.NoPut = rng.IntN(2) == 0
 			req.NoDelete = !req.NoPut
 		}
+		if r.cfg.FragmentWatches > 0 { // no draw otherwise: a seed's workload stays as it was
+			req.Fragment = rng.Float64() < r.cfg.FragmentWatches
+		}
 		head, low := r.headRev.Load(), r.compactRev.Load()
 		switch p := rng.IntN(100); {
 		case resumeFrom > 0 && p < 25:
@@ -280,6 +283,9 @@ func (r *run) burst(ctx context.Context, cli *clientv3.Client, c *record.Client,
 	reached := make(chan struct{})
 	for i := range r.cfg.CatchUpWatches {
 		req := watch.Request{StartRevision: from + rng.Int64N(20), PrevKV: rng.IntN(4) == 0}
+		if r.cfg.FragmentWatches > 0 {
+			req.Fragment = rng.Float64() < r.cfg.FragmentWatches
+		}
 		switch {
 		case i%10 == 0:
 			req.Key, req.RangeEnd = r.prefix, kv.PrefixEnd(r.prefix)

@@ -84,6 +84,13 @@ type Config struct {
 	// top of the requests its watches make now and then; negative: none
 	// (the collector asks its own stream all the same).
 	ProgressRequestEvery time.Duration
+	// FragmentWatches is the fraction of watches that let the server
+	// fragment large responses (clientv3.WithFragment; default 0: none).
+	// clientv3 joins the fragments, so the trace and the check are the
+	// same; a server that fragments wrongly (a revision lost or doubled
+	// across fragments) shows as a watch property failing. The adversary
+	// fragments every response of several events it chooses to (docs/ADVERSARY.md).
+	FragmentWatches float64
 	// CatchUpWatches is how many watches the catch-up client opens at once
 	// on its stream, burst after burst (default 200; negative: no catch-up
 	// client).
@@ -176,6 +183,9 @@ func (c *Config) defaults() error {
 	}
 	if c.SlowReaders > 1 || c.SerializableReads > 1 {
 		return fmt.Errorf("SlowReaders (%v) and SerializableReads (%v) are fractions, at most 1", c.SlowReaders, c.SerializableReads)
+	}
+	if c.FragmentWatches < 0 || c.FragmentWatches > 1 {
+		return fmt.Errorf("FragmentWatches (%v) is a fraction, from 0 to 1", c.FragmentWatches)
 	}
 	if c.CompactEvery == 0 {
 		c.CompactEvery = 150 * time.Millisecond

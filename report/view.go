@@ -507,7 +507,7 @@ func describeWatchRequest(r watch.Request) string {
 	for _, f := range []struct {
 		on   bool
 		name string
-	}{{r.NoPut, "NOPUT"}, {r.NoDelete, "NODELETE"}, {r.PrevKV, "prev_kv"}, {r.ProgressNotify, "progress_notify"}} {
+	}{{r.NoPut, "NOPUT"}, {r.NoDelete, "NODELETE"}, {r.PrevKV, "prev_kv"}, {r.ProgressNotify, "progress_notify"}, {r.Fragment, "fragment"}} {
 		if f.on {
 			b.WriteString(", " + f.name)
 		}

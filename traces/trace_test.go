@@ -122,7 +122,7 @@ func drawTrace(t *rapid.T, version int) *traces.Trace {
 	for i := range rapid.IntRange(0, 3).Draw(t, "nwatches") {
 		w := &traces.Watch{Client: i, ID: rapid.IntRange(0, 3).Draw(t, "id"), Time: rapid.Int64Range(0, 50).Draw(t, "wt"),
 			Request: watch.Request{Key: anyBytes.Draw(t, "wk"), RangeEnd: anyBytes.Draw(t, "we"), StartRevision: rapid.Int64Range(-1, 9).Draw(t, "start"),
-				NoPut: rapid.Bool().Draw(t, "np"), NoDelete: rapid.Bool().Draw(t, "nd"), PrevKV: rapid.Bool().Draw(t, "pk"), ProgressNotify: rapid.Bool().Draw(t, "pn")}}
+				NoPut: rapid.Bool().Draw(t, "np"), NoDelete: rapid.Bool().Draw(t, "nd"), PrevKV: rapid.Bool().Draw(t, "pk"), ProgressNotify: rapid.Bool().Draw(t, "pn"), Fragment: rapid.Bool().Draw(t, "fr")}}
 		if version >= 2 && rapid.Bool().Draw(t, "streamKnown") {
 			s := rapid.IntRange(0, 2).Draw(t, "stream")
 			w.Stream = &s
@@ -614,5 +614,33 @@ func TestWriteFile(t *testing.T) {
 	}
 	if err := traces.WriteFile(filepath.Join(t.TempDir(), "no", "such", "dir.ndjson"), tr); err == nil {
 		t.Error("writing into a missing directory succeeded")
+	}
+}
+
+// The fragment flag of a watch request survives a write and a read, and
+// a request without it writes no field (traces made before it read and
+// write the same). SPEC §6: responses are recorded joined, so the flag
+// only says what was asked.
+func TestWatchRequestFragmentRoundTrip(t *testing.T) {
+	never := int64(-1)
+	var buf bytes.Buffer
+	w, err := traces.NewWriter(&buf, traces.Header{System: "etcd", SystemVersion: "3.7.3", Start: "2026-12-02T12:00:00Z", BaseCompactRevision: &never})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.WatchStream(2, 0, 0, 50, watch.Request{Key: "a", Fragment: true})
+	w.WatchStream(2, 1, 0, 60, watch.Request{Key: "b"})
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(buf.String(), `"fragment":true`); n != 1 {
+		t.Fatalf("the trace holds %d fragment fields, want 1:\n%s", n, buf.String())
+	}
+	tr, err := traces.Read(bytes.NewReader(buf.Bytes()), "fragment.ndjson")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tr.Watches) != 2 || !tr.Watches[0].Request.Fragment || tr.Watches[1].Request.Fragment {
+		t.Fatalf("read back %+v, want the first watch with Fragment and the second without", tr.Watches)
 	}
 }

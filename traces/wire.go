@@ -237,6 +237,7 @@ type (
 		Filters        []string `json:"filters,omitempty"`
 		PrevKV         bool     `json:"prev_kv,omitempty"`
 		ProgressNotify bool     `json:"progress_notify,omitempty"`
+		Fragment       bool     `json:"fragment,omitempty"`
 	}
 	wireEvent struct {
 		Type   string  `json:"type"`
@@ -383,7 +384,7 @@ func toWireResponse(r kv.Response) *wireResponse {
 }
 
 func toWireWatchRequest(r watch.Request) *wireWatchRequest {
-	w := &wireWatchRequest{Key: Bytes(r.Key), RangeEnd: Bytes(r.RangeEnd), StartRevision: r.StartRevision, PrevKV: r.PrevKV, ProgressNotify: r.ProgressNotify}
+	w := &wireWatchRequest{Key: Bytes(r.Key), RangeEnd: Bytes(r.RangeEnd), StartRevision: r.StartRevision, PrevKV: r.PrevKV, ProgressNotify: r.ProgressNotify, Fragment: r.Fragment}
 	if r.NoPut {
 		w.Filters = append(w.Filters, "NOPUT")
 	}
@@ -688,7 +689,7 @@ func fromWireWatchRequest(w *wireWatchRequest) (watch.Request, error) {
 	if w == nil {
 		return watch.Request{}, errors.New(`watch record without a "request"`)
 	}
-	r := watch.Request{Key: string(w.Key), RangeEnd: string(w.RangeEnd), StartRevision: w.StartRevision, PrevKV: w.PrevKV, ProgressNotify: w.ProgressNotify}
+	r := watch.Request{Key: string(w.Key), RangeEnd: string(w.RangeEnd), StartRevision: w.StartRevision, PrevKV: w.PrevKV, ProgressNotify: w.ProgressNotify, Fragment: w.Fragment}
 	for _, f := range w.Filters {
 		switch f {
 		case "NOPUT":

@@ -95,18 +95,25 @@ const (
 	// delivered (§3.5 Resumable); a call in flight has an unknown outcome
 	// (§1: a write whose answer was lost may or may not have happened).
 	ChoiceConnReset
+	// ChoiceFragment: a response of several events to a watch created with
+	// fragment=true sent as consecutive fragments, cut between any two
+	// events (even of one revision), each but the last with Fragment set.
+	// etcd fragments only responses above its request size limit; nothing
+	// in the API ties the cuts to a size, and clientv3 joins any fragments
+	// before delivering (§3.4 Atomic holds at the client API, §6).
+	ChoiceFragment
 
 	numChoiceKinds
 )
 
 var choiceNames = [numChoiceKinds]string{
 	"config", "split", "join", "hold", "hold-past-compaction", "compacted-cancel",
-	"stall", "drop-progress", "drop-progress-answer", "delay-progress-answer", "reset", "conn-reset",
+	"stall", "drop-progress", "drop-progress-answer", "delay-progress-answer", "reset", "conn-reset", "fragment",
 }
 
 var choiceSections = [numChoiceKinds]string{
 	"", "§3.4, §3.13", "§3.13", "§3.13, §6", "§3.11", "§3.11",
-	"§3.13, §6", "§6", "§6", "§3.6", "§3.5", "§3.5, §1",
+	"§3.13, §6", "§6", "§6", "§3.6", "§3.5", "§3.5, §1", "§3.4, §6",
 }
 
 // String returns the kind's name, as in the report: "split", "hold", …
@@ -194,6 +201,7 @@ type advParams struct {
 	pReset                  float64
 	minResponsesBeforeReset int
 	pConnReset              float64 // of the resets, the share that close the connection
+	pFragment               float64 // of the responses of several events to a watch that asked for fragments
 }
 
 // NewAdversary returns an adversary whose choices are drawn from seed.
@@ -218,6 +226,7 @@ func NewAdversary(seed int64) *Adversary {
 		pReset:                  between(0.002, 0.01),
 		minResponsesBeforeReset: 5 + rng.IntN(20),
 		pConnReset:              between(0.2, 0.5),
+		pFragment:               between(0.3, 1),
 	}
 	return &Adversary{seed: seed, p: p}
 }
@@ -266,10 +275,10 @@ func (a *Adversary) storeOptions(o *store.Options) {
 	if o.Watch.ProgressInterval == 0 {
 		o.Watch.ProgressInterval = a.p.progressInterval
 	}
-	a.record(ChoiceConfig, 0, -1, 0, "stream capacity %d, progress interval %v; p(split)=%.2f p(join)=%.2f p(hold)=%.3f of which past compaction %.2f, hold %d revisions or %v; p(stall)=%.3f up to %v; p(drop progress)=%.2f; progress answers dropped %.2f, delayed %.2f up to %v; p(reset)=%.4f after %d responses, of which the connection %.2f",
+	a.record(ChoiceConfig, 0, -1, 0, "stream capacity %d, progress interval %v; p(split)=%.2f p(join)=%.2f p(hold)=%.3f of which past compaction %.2f, hold %d revisions or %v; p(stall)=%.3f up to %v; p(drop progress)=%.2f; progress answers dropped %.2f, delayed %.2f up to %v; p(reset)=%.4f after %d responses, of which the connection %.2f; p(fragment)=%.2f",
 		o.Watch.StreamCapacity, o.Watch.ProgressInterval, a.p.pSplit, a.p.pJoin, a.p.pHold, a.p.pHoldCompaction,
 		a.p.holdRevs, a.p.maxHold, a.p.pStall, a.p.maxStall, a.p.pDropProgress, a.p.pDropAnswer, a.p.pDelayAns,
-		a.p.maxAnswerDelay, a.p.pReset, a.p.minResponsesBeforeReset, a.p.pConnReset)
+		a.p.maxAnswerDelay, a.p.pReset, a.p.minResponsesBeforeReset, a.p.pConnReset, a.p.pFragment)
 }
 
 // errAdversaryReset ends a watch stream by the adversary's choice.
@@ -284,13 +293,15 @@ type advStream struct {
 	recv *rand.Rand // receive loop only
 	sent int        // send loop only: responses sent
 	conn *rand.Rand // send loop only: whether a reset closes the connection
+	frag *rand.Rand // send loop only: fragments (a generator of its own, so that
+	// watches that ask for fragments leave every other draw of a seed as it was)
 	hold *advHold
 }
 
 func (a *Adversary) newStream(ws *watchhub.Stream, compactRev func() int64) *advStream {
 	id := a.streams.Add(1)
 	pcg := func(i uint64) *rand.Rand { return rand.New(rand.NewPCG(uint64(a.seed), uint64(id)<<2|i)) }
-	as := &advStream{a: a, id: id, send: pcg(0), recv: pcg(1), conn: pcg(3)}
+	as := &advStream{a: a, id: id, send: pcg(0), recv: pcg(1), conn: pcg(3), frag: pcg(4)}
 	as.hold = &advHold{as: as, rng: pcg(2), ws: ws, compactRev: compactRev}
 	ws.Perturb(as.hold)
 	return as
@@ -341,6 +352,27 @@ func (as *advStream) split(r *watchhub.Response) []int {
 		cuts = append(cuts, bounds[as.send.IntN(len(bounds))])
 	}
 	as.a.record(ChoiceSplit, as.id, r.WatchID, r.Revision, "%d events of revisions %d..%d sent as %d responses",
+		len(r.Events), r.Events[0].KV.ModRevision, r.Events[len(r.Events)-1].KV.ModRevision, len(cuts)+1)
+	return cuts
+}
+
+// fragment returns where to cut a response of several events into
+// fragments (event indices, in order), or nil to send it whole (or as
+// etcd's size limit fragments it).
+func (as *advStream) fragment(r *watchhub.Response) []int {
+	if len(r.Events) < 2 || as.frag.Float64() >= as.a.p.pFragment {
+		return nil
+	}
+	var cuts []int
+	for i := 1; i < len(r.Events); i++ {
+		if as.frag.IntN(2) == 0 {
+			cuts = append(cuts, i)
+		}
+	}
+	if len(cuts) == 0 {
+		cuts = append(cuts, 1+as.frag.IntN(len(r.Events)-1))
+	}
+	as.a.record(ChoiceFragment, as.id, r.WatchID, r.Revision, "%d events of revisions %d..%d sent as %d fragments",
 		len(r.Events), r.Events[0].KV.ModRevision, r.Events[len(r.Events)-1].KV.ModRevision, len(cuts)+1)
 	return cuts
 }

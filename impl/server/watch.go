@@ -284,14 +284,14 @@ func (sws *serverWatchStream) sendAdversarial(ctx context.Context, maxBytes int)
 				var piece watchhub.Response
 				piece, rest = rest.SplitAt(c - at)
 				at = c
-				if err := sws.sendOne(piece, maxBytes); err != nil {
+				if err := sws.sendAdversarialOne(piece, maxBytes); err != nil {
 					return err
 				}
 			}
 			r = rest
 		}
 	}
-	if err := sws.sendOne(r, maxBytes); err != nil {
+	if err := sws.sendAdversarialOne(r, maxBytes); err != nil {
 		return err
 	}
 	switch adv.reset() {
@@ -300,6 +300,36 @@ func (sws *serverWatchStream) sendAdversarial(ctx context.Context, maxBytes int)
 	case connReset:
 		sws.s.closeConnOf(sws.gs.Context())
 		return errAdversaryReset
+	}
+	return nil
+}
+
+// sendAdversarialOne sends one response as sendOne does, or, to a watch
+// that asked for fragments, as fragments cut where the adversary chooses
+// (ChoiceFragment). The fragments go out one after the other, nothing
+// between them: clientv3 3.7.3 joins a fragment only with the next
+// response of the same watch (serveWatchClient's cur), as etcd's
+// sendFragments sends them.
+func (sws *serverWatchStream) sendAdversarialOne(r watchhub.Response, maxBytes int) error {
+	if r.Created || r.Canceled || len(r.Events) < 2 || !sws.frag[r.WatchID] {
+		return sws.sendOne(r, maxBytes)
+	}
+	cuts := sws.adv.fragment(&r)
+	if cuts == nil {
+		return sws.sendOne(r, maxBytes)
+	}
+	wr := sws.toPB(r)
+	at := 0
+	for i := 0; i <= len(cuts); i++ {
+		end := len(wr.Events)
+		if i < len(cuts) {
+			end = cuts[i]
+		}
+		piece := &pb.WatchResponse{Header: wr.Header, WatchId: wr.WatchId, Events: wr.Events[at:end], Fragment: i < len(cuts)}
+		if err := sws.gs.Send(piece); err != nil {
+			return err
+		}
+		at = end
 	}
 	return nil
 }

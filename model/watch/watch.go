@@ -53,6 +53,11 @@ type Request struct {
 	PrevKV bool
 	// ProgressNotify asks for periodic progress notifications.
 	ProgressNotify bool
+	// Fragment lets the server split a response of many events into
+	// fragments on the wire (etcd's fragment flag). The client library
+	// joins them, and responses are taken joined (§6), so nothing in the
+	// model depends on it; a trace keeps it to say what was asked.
+	Fragment bool
 }
 
 // Matches reports whether the watch delivers e: its key is in the range and

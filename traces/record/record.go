@@ -406,6 +406,9 @@ func (c *Client) Watch(ctx context.Context, w clientv3.Watcher, req watch.Reques
 	if req.ProgressNotify {
 		opts = append(opts, clientv3.WithProgressNotify())
 	}
+	if req.Fragment {
+		opts = append(opts, clientv3.WithFragment())
+	}
 	id := int(c.rec.watches.Add(1))
 	s := c.rec.stream(ctx, w, c.first)
 	c.rec.w.WatchStream(s.client, id, s.stream, c.rec.Now(), req)

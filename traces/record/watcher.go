@@ -32,7 +32,7 @@ type recordingWatcher struct {
 func (w *recordingWatcher) Watch(ctx context.Context, key string, opts ...clientv3.OpOption) clientv3.WatchChan {
 	op := clientv3.OpGet(key, opts...) // the public way to read the options
 	req := watch.Request{Key: key, RangeEnd: string(op.RangeBytes()), StartRevision: op.Rev(), PrevKV: op.IsPrevKV(),
-		NoPut: op.IsFilterPut(), NoDelete: op.IsFilterDelete(), ProgressNotify: op.IsProgressNotify()}
+		NoPut: op.IsFilterPut(), NoDelete: op.IsFilterDelete(), ProgressNotify: op.IsProgressNotify(), Fragment: op.IsFragment()}
 	wantCreated := op.IsCreatedNotify()
 	id := int(w.rec.watches.Add(1))
 	s := w.rec.stream(ctx, w.inner, w.client)
