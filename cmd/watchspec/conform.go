@@ -70,6 +70,7 @@ type conformFlags struct {
 	// The shapes of real use (issue 11).
 	watchesPerStream int
 	slowReaders      float64
+	fragmentWatches  float64
 	progressEvery    time.Duration
 	catchUpWatches   int
 	serializable     float64
@@ -97,6 +98,7 @@ func runConform(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&f.quiet, "q", false, "no progress messages on stderr")
 	fs.IntVar(&f.watchesPerStream, "watches-per-stream", 4, "watches each watching client keeps open at once on its one watch stream (1: a stream per watch)")
 	fs.Float64Var(&f.slowReaders, "slow-readers", 0.2, "fraction of watches that stop reading for a while (0: none)")
+	fs.Float64Var(&f.fragmentWatches, "fragment-watches", 0, "fraction of watches that let the server fragment large responses (clientv3.WithFragment; 0: none; watchspec serve --adversary fragments them anywhere)")
 	fs.DurationVar(&f.progressEvery, "progress-every", 250*time.Millisecond, "how often each watching client asks its stream for progress (0: watching clients never ask)")
 	fs.IntVar(&f.catchUpWatches, "catch-up-watches", 200, "watches opened at once, burst after burst, from far behind the head on one stream (0: no bursts)")
 	fs.IntVar(&f.leases, "leases", 2, "lease clients (docs/SPEC.md §2.9-§2.11, §3.15; 0: none; the kubernetes workload has none)")
@@ -159,7 +161,8 @@ func runConform(args []string, stdout, stderr io.Writer) int {
 	cfg := conform.Config{Duration: f.duration, Clients: f.clients, Watchers: f.watchers, CompactEvery: f.compactEvery,
 		Seed: f.seed, Profile: f.profile, Workload: workload, Progress: progress, Prefix: f.prefix,
 		WatchesPerStream: f.watchesPerStream, SlowReaders: f.slowReaders, ProgressRequestEvery: f.progressEvery,
-		CatchUpWatches: f.catchUpWatches, SerializableReads: f.serializable, Leases: f.leases}
+		CatchUpWatches: f.catchUpWatches, SerializableReads: f.serializable, Leases: f.leases,
+		FragmentWatches: f.fragmentWatches}
 	// The flags say 0 for none; Config says negative (0 takes the default).
 	if f.compactEvery == 0 {
 		cfg.CompactEvery = -1
@@ -238,6 +241,9 @@ func runConform(args []string, stdout, stderr io.Writer) int {
 	reproduce := fmt.Sprintf("watchspec conform --seed %d --duration %v --clients %d --watchers %d --compact-every %v --workload %s --watches-per-stream %d --slow-readers %v --progress-every %v --catch-up-watches %d --serializable %v --leases %d",
 		f.seed, f.duration, f.clients, f.watchers, f.compactEvery, workloadName(workload),
 		f.watchesPerStream, f.slowReaders, f.progressEvery, f.catchUpWatches, f.serializable, f.leases)
+	if f.fragmentWatches > 0 {
+		reproduce += fmt.Sprintf(" --fragment-watches %v", f.fragmentWatches)
+	}
 	if f.profile != "" {
 		reproduce += " --profile " + f.profile
 	}
@@ -292,6 +298,8 @@ func (f *conformFlags) validate(fs *flag.FlagSet) error {
 		return fmt.Errorf("--watches-per-stream must be at least 1, not %d", f.watchesPerStream)
 	case f.slowReaders < 0 || f.slowReaders > 1:
 		return fmt.Errorf("--slow-readers is a fraction between 0 and 1, not %v", f.slowReaders)
+	case f.fragmentWatches < 0 || f.fragmentWatches > 1:
+		return fmt.Errorf("--fragment-watches is a fraction between 0 and 1, not %v", f.fragmentWatches)
 	case f.serializable < 0 || f.serializable > 1:
 		return fmt.Errorf("--serializable is a fraction between 0 and 1, not %v", f.serializable)
 	case f.progressEvery < 0:

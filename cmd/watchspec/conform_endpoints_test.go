@@ -98,6 +98,7 @@ func TestConformShapeFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"--watches-per-stream", "0"}, {"--slow-readers", "1.5"}, {"--slow-readers", "-0.1"},
 		{"--serializable", "2"}, {"--progress-every", "-1s"}, {"--catch-up-watches", "-1"}, {"--leases", "-1"},
+		{"--fragment-watches", "1.5"}, {"--fragment-watches", "-1"},
 	} {
 		code, _, errOut := runCLI(append([]string{"conform", "-q"}, args...)...)
 		if code != 2 || !strings.Contains(errOut, args[0]) {
@@ -106,7 +107,7 @@ func TestConformShapeFlags(t *testing.T) {
 	}
 	dir := t.TempDir()
 	code, out, errOut := runCLI("conform", "-q", "--duration", "1s", "--clients", "2", "--watchers", "2", "--report", dir,
-		"--watches-per-stream", "1", "--catch-up-watches", "0", "--serializable", "0", "--progress-every", "0", "--slow-readers", "0", "--leases", "0")
+		"--watches-per-stream", "1", "--catch-up-watches", "0", "--serializable", "0", "--progress-every", "0", "--slow-readers", "0", "--leases", "0", "--fragment-watches", "0.5")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s%s", code, out, errOut)
 	}
@@ -114,7 +115,7 @@ func TestConformShapeFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(report), "--watches-per-stream 1 --slow-readers 0 --progress-every 0s --catch-up-watches 0 --serializable 0 --leases 0") {
+	if !strings.Contains(string(report), "--watches-per-stream 1 --slow-readers 0 --progress-every 0s --catch-up-watches 0 --serializable 0 --leases 0 --fragment-watches 0.5") {
 		t.Errorf("report.txt does not say how to reproduce the shape:\n%s", report)
 	}
 }
