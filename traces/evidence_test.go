@@ -30,8 +30,15 @@ func TestRecordEvidence(t *testing.T) {
 	if !*recordEvidence {
 		t.Skip("run with -record-evidence to record the evidence traces again")
 	}
-	recordProgressBroadcastBeforeRegistration(t)
+	if *evidenceOnly == "" || *evidenceOnly == "progress" {
+		recordProgressBroadcastBeforeRegistration(t)
+	}
+	if *evidenceOnly == "" || *evidenceOnly == "prevkv" {
+		recordPrevKVBeforeFlag(t)
+	}
 }
+
+var evidenceOnly = flag.String("record-evidence.only", "", "with -record-evidence: progress or prevkv records only that trace")
 
 // evidence is a tiny recorder: clientv3 calls written straight into a
 // format 2 trace, with one clock.
@@ -212,4 +219,96 @@ func progressOvertake(t *testing.T, e *evidence) bool {
 		w.Wait()
 	}
 	return found
+}
+
+// putUntil puts key again and again as client until stop is closed or a
+// put fails (recorded with an unknown outcome).
+func putUntil(e *evidence, cli *clientv3.Client, client int, key string, stop <-chan struct{}) {
+	for i := 1; ; i++ {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		value := fmt.Sprintf("c%d-v%d", client, i)
+		call := e.now()
+		resp, err := cli.Put(context.Background(), key, value)
+		ret := e.now()
+		op := traces.Op{Client: client, Call: call, Return: ret, Request: kv.Request{Put: &kv.PutRequest{Key: key, Value: value}}}
+		if err == nil {
+			op.Response = &kv.Response{Revision: resp.Header.Revision, Put: &kv.PutResponse{}}
+		}
+		e.mu.Lock()
+		e.tr.Ops = append(e.tr.Ops, op)
+		e.mu.Unlock()
+		if err != nil {
+			return
+		}
+	}
+}
+
+// recordPrevKVBeforeFlag: etcd 3.7.3's v3rpc recvLoop registers a watch
+// (watchStream.Watch) before it sets sws.prevKV[id], and sendLoop reads
+// that flag when it takes an event off the watch stream. An event of a
+// write that commits in between goes out without prev_kv although the
+// watch asked for it (FINDINGS etcd-1). One client puts one key as fast as
+// it can (8 clients) while watches of that key with prev_kv are created one after the
+// other, each from now, until one's first event lacks prev_kv although the
+// key existed before (Version > 1), with no compaction at all. The trace
+// keeps every put and that watch (the others, each ended after its first
+// event, are dropped: the check of one watch does not depend on another's).
+func recordPrevKVBeforeFlag(t *testing.T) {
+	const file = "etcd-3.7.3-prevkv-missing-at-creation.ndjson.gz"
+	cluster, err := etcdtest.Start(etcdtest.Options{Members: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: cluster.Endpoints, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	e := newEvidence(file)
+	const key = "/k"
+	e.put(t, cli, 1, key, "v0")
+	stop := make(chan struct{})
+	var writer sync.WaitGroup
+	for client := 1; client <= 8; client++ {
+		writer.Go(func() { putUntil(e, cli, client, key, stop) })
+	}
+	var hit *traces.Watch
+	const tries = 30000
+	for id := 2; id < 2+tries && hit == nil; id++ {
+		ctx, cancel := context.WithCancel(context.Background())
+		first := make(chan bool, 1)
+		done := e.watch(ctx, cli, 9, id, watch.Request{Key: key, PrevKV: true}, func(r watch.Response) {
+			if len(r.Events) > 0 {
+				ev := r.Events[0]
+				select {
+				case first <- ev.PrevKV == nil && ev.KV.Version > 1:
+				default:
+				}
+			}
+		})
+		missing := <-first
+		cancel()
+		done.Wait()
+		if missing {
+			e.mu.Lock()
+			hit = e.tr.Watches[len(e.tr.Watches)-1]
+			e.mu.Unlock()
+			t.Logf("watch %d of %d: its first event lacks prev_kv", id-1, tries)
+		}
+	}
+	close(stop)
+	writer.Wait()
+	if hit == nil {
+		t.Fatalf("none of %d watches got an event without prev_kv; the race did not show (run again)", tries)
+	}
+	e.tr.Watches = []*traces.Watch{hit}
+	if err := traces.WriteFile(filepath.Join("corpus", file), e.tr); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("recorded %s: %d ops, 1 watch", file, len(e.tr.Ops))
 }
