@@ -15,7 +15,7 @@
 // Its expected output follows a line of exactly "----" and ends at the next
 // blank line, so it cannot contain blank lines.
 //
-// When a test runs with -rewrite, the expected outputs in the files are
+// When a test runs with -update (the name the traces corpus uses too), the expected outputs in the files are
 // replaced by what the commands produced. Review the diff before committing:
 // only commit a rewrite you understand.
 //
@@ -31,7 +31,7 @@ import (
 	"testing"
 )
 
-var rewrite = flag.Bool("rewrite", false, "rewrite the expected outputs of scenario files")
+var rewrite = flag.Bool("update", false, "rewrite the expected outputs of scenario files")
 
 // Command is one command of a scenario file.
 type Command struct {
@@ -90,7 +90,7 @@ func Walk(t *testing.T, dir string, handle func(t *testing.T) func(Command) stri
 }
 
 // RunFile runs the commands of one file in order through handle, comparing
-// each output with the expected one (or rewriting it under -rewrite).
+// each output with the expected one (or rewriting it under -update).
 func RunFile(t *testing.T, path string, handle func(Command) string) {
 	t.Helper()
 	data, err := os.ReadFile(path)

@@ -16,7 +16,7 @@ import (
 // violations the validator must report. Each file cites the SPEC section or
 // upstream bug it covers. If this test fails, run
 //
-//	go test ./model/watch -run TestScenarios -rewrite
+//	go test ./model/watch -run TestScenarios -update
 //
 // and read the diff; commit it only if you understand why the output changed.
 func TestScenarios(t *testing.T) {
