@@ -208,11 +208,13 @@ type params struct {
 // ListWatch is the adversarial list/watch source of one resource over a
 // store. It is safe for concurrent use; its Report accumulates.
 type ListWatch struct {
-	st    *store.Store
-	inner *informer.StoreListWatch
-	seed  int64
-	p     params
-	opts  Options
+	st        *store.Store
+	inner     *informer.StoreListWatch
+	gvr       informer.GVR
+	namespace string
+	seed      int64
+	p         params
+	opts      Options
 
 	lists, watches atomic.Int64
 	// window is the oldest resourceVersion a watch may start from: a
@@ -231,7 +233,7 @@ type ListWatch struct {
 func New(seed int64, st *store.Store, gvr informer.GVR, namespace string, opts Options) *ListWatch {
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x11a7c4))
 	between := func(lo, hi float64) float64 { return lo + rng.Float64()*(hi-lo) }
-	a := &ListWatch{st: st, inner: informer.NewStoreListWatch(st, gvr, namespace, opts.Store), seed: seed, opts: opts,
+	a := &ListWatch{st: st, inner: informer.NewStoreListWatch(st, gvr, namespace, opts.Store), gvr: gvr, namespace: namespace, seed: seed, opts: opts,
 		p: params{
 			pExpireWatch:   between(0.05, 0.4),
 			pExpireOpen:    between(0.005, 0.06),
