@@ -3,6 +3,7 @@ package informertest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 
@@ -11,11 +12,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	"github.com/watchspec/watchspec/adversary/listwatch"
 	"github.com/watchspec/watchspec/impl/informer"
+	harness "github.com/watchspec/watchspec/internal/informertest"
 	"github.com/watchspec/watchspec/model/k8s"
 )
 
@@ -28,6 +34,14 @@ type ClientGo struct {
 	// cache.NewSharedIndexInformerWithOptions: your own setup (a transform,
 	// indexers, options) over the given ListerWatcher.
 	NewInformer func(lw cache.ListerWatcher, example runtime.Object, opts cache.SharedIndexInformerOptions) cache.SharedIndexInformer
+	// OverHTTP serves the source over HTTP as the Kubernetes REST API
+	// (adversary/listwatch.NewHandler, on in-memory connections that work
+	// under testing/synctest) and gives the informer a ListerWatcher of
+	// client-go's dynamic client, from a rest.Config pointed at it: then
+	// client-go's REST client, watch stream decoding and status handling
+	// (ERROR 410 events, the end bookmark of a WatchList through JSON) are
+	// under test too, not only the informer above them.
+	OverHTTP bool
 }
 
 // ClientGoListerWatcher serves lw — the reference store's list/watch, or
@@ -69,7 +83,10 @@ func ClientGoListerWatcher(lw informer.ListerWatcher) *cache.ListWatch {
 
 // New builds the informer over lw; the harness runs it.
 func (c ClientGo) New(lw informer.ListerWatcher, cfg Config) Informer {
-	clw := ClientGoListerWatcher(lw)
+	clw, closeFn := ClientGoListerWatcher(lw), func() {}
+	if c.OverHTTP {
+		clw, closeFn = overHTTP(lw)
+	}
 	var src cache.ListerWatcher = clw
 	if !cfg.WatchList {
 		src = noWatchList{clw}
@@ -82,7 +99,42 @@ func (c ClientGo) New(lw informer.ListerWatcher, cfg Config) Informer {
 		ResyncPeriod: cfg.ResyncPeriod,
 		Indexers:     cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
 	})
-	return &clientGoInformer{inf: inf, onResync: cfg.OnResync}
+	return &clientGoInformer{inf: inf, onResync: cfg.OnResync, close: closeFn}
+}
+
+// overHTTP serves lw over HTTP in memory and returns a cache.ListWatch of
+// client-go's dynamic client pointed at it, and the function that closes
+// the client's connections and the server.
+func overHTTP(lw informer.ListerWatcher) (*cache.ListWatch, func()) {
+	srv := harness.ServeInMemory(listwatch.NewHandler(lw, GVR, ""))
+	cfg := &rest.Config{Host: srv.URL(), Dial: srv.DialContext, QPS: -1} // no client-side rate limit: the tests' time is fake
+	failed := func(err error) (*cache.ListWatch, func()) {
+		err = fmt.Errorf("informertest: a client of the in-memory server: %w", err)
+		return &cache.ListWatch{
+			ListWithContextFunc:  func(context.Context, metav1.ListOptions) (runtime.Object, error) { return nil, err },
+			WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) { return nil, err },
+		}, srv.Close
+	}
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return failed(err)
+	}
+	dc, err := dynamic.NewForConfigAndClient(cfg, hc)
+	if err != nil {
+		return failed(err)
+	}
+	res := dc.Resource(schema.GroupVersionResource{Group: GVR.Group, Version: GVR.Version, Resource: GVR.Resource})
+	return &cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return res.List(ctx, o)
+			},
+			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				return res.Watch(ctx, o)
+			},
+		}, func() {
+			hc.CloseIdleConnections()
+			srv.Close()
+		}
 }
 
 // noWatchList declares that the source cannot serve a WatchList, so that
@@ -178,6 +230,7 @@ func (w *clientGoWatch) forward() {
 type clientGoInformer struct {
 	inf      cache.SharedIndexInformer
 	onResync func()
+	close    func() // after Run: the HTTP client and server, if any
 }
 
 func (c *clientGoInformer) AddHandler(sink *Sink) (Registration, error) {
@@ -207,6 +260,7 @@ func (c *clientGoInformer) AddHandler(sink *Sink) (Registration, error) {
 // startResync) just before it queues the resync's deltas, and says it
 // nowhere else; SPEC §5.7 needs the mark.
 func (c *clientGoInformer) Run(ctx context.Context) {
+	defer c.close()
 	c.inf.RunWithContext(klog.NewContext(ctx, logr.New(resyncMarks{c.onResync})))
 }
 
