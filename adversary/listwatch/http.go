@@ -1,10 +1,12 @@
 package listwatch
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
@@ -22,8 +24,24 @@ import (
 //	defer srv.Close()
 //	cfg := &rest.Config{Host: srv.URL}   // the typed clientset, the dynamic client, informers …
 //
-// See [NewHandler] for what is served and how.
-func (a *ListWatch) Handler() http.Handler { return NewHandler(a, a.gvr, a.namespace) }
+// See [NewHandler] for what is served and how. Over HTTP the adversary
+// takes two more kinds of choice, legal only on the wire, where chunk
+// boundaries carry nothing (HTTP/1.1's chunked transfer coding, RFC 9112
+// §7.1; SPEC §6): WireSplit writes a watch event in several flushed
+// chunks, cut anywhere inside its JSON, and WireJoin writes several events
+// that come within a few milliseconds of each other as one chunk. They
+// test the client's stream decoder; they are logged and counted like the
+// others, per watch served ("http watch N").
+func (a *ListWatch) Handler() http.Handler { return a.HandlerFor(a) }
+
+// HandlerFor is [ListWatch.Handler] serving src instead of a itself — a
+// wrapper of a, such as a recorder of what it answers — with a's wire
+// choices.
+func (a *ListWatch) HandlerFor(src informer.ListerWatcher) http.Handler {
+	h := NewHandler(src, a.gvr, a.namespace).(*handler)
+	h.wire = a
+	return h
+}
 
 // NewHandler serves src — the adversary ([New]), the store's own
 // [informer.StoreListWatch], or any [informer.ListerWatcher], such as a
@@ -110,6 +128,7 @@ type handler struct {
 	prefix     string // "/api/v1/"
 	apiVersion string
 	kind       string
+	wire       *ListWatch // draws and logs the wire choices; nil: none
 }
 
 // status is metav1.Status as JSON.
@@ -362,7 +381,12 @@ func (h *handler) watch(w http.ResponseWriter, r *http.Request, q query, filter 
 	if rc.Flush() != nil {
 		return
 	}
-	enc := json.NewEncoder(w) // each event a line
+	var wire *wireChoices
+	if h.wire != nil {
+		n := h.wire.httpWatches.Add(1)
+		wire = &wireChoices{a: h.wire, call: fmt.Sprintf("http watch %d", n), rng: h.wire.rng(3, n)}
+	}
+	var buf bytes.Buffer
 	for {
 		var ev informer.Event
 		var ok bool
@@ -376,28 +400,102 @@ func (h *handler) watch(w http.ResponseWriter, r *http.Request, q query, filter 
 		case <-ctx.Done():
 			return
 		}
-		out := watchEvent{Type: ev.Type}
-		switch ev.Type {
-		case informer.Error:
-			s := failure(http.StatusGone, informer.ReasonExpired, "the watch ended with an error")
-			if ev.Err != nil {
-				s = statusOf(ev.Err)
-			}
-			out.Object = s
-		case informer.Bookmark:
-			b := object{APIVersion: h.apiVersion, Kind: h.kind, Metadata: objectMeta{ResourceVersion: informer.RV(ev.Object.ResourceVersion)}}
-			if ev.InitialEventsEnd {
-				b.Metadata.Annotations = map[string]string{informer.InitialEventsAnnotation: "true"}
-			}
-			out.Object = b
-		default:
-			if filter != "" && ev.Object.Namespace != filter {
-				continue
-			}
-			out.Object = h.object(ev.Object)
+		buf.Reset()
+		if !h.encode(&buf, ev, filter) {
+			continue
 		}
-		if enc.Encode(out) != nil || rc.Flush() != nil {
+		events, more, rev := 1, true, ev.Object.ResourceVersion
+		if wire != nil && wire.rng.Float64() < wire.a.p.pWireJoin {
+			// Join the events that follow within joinWait, up to 4 in all.
+			wait := time.NewTimer(joinWait)
+			for events < 4 && more {
+				select {
+				case ev, more = <-wa.ResultChan():
+					if more && h.encode(&buf, ev, filter) {
+						events, rev = events+1, ev.Object.ResourceVersion
+					}
+				case <-wait.C:
+					more = false
+				case <-ctx.Done():
+					more = false
+				}
+			}
+			wait.Stop()
+			if events > 1 {
+				wire.a.record(WireJoin, wire.call, rev, "%d watch events written as one chunk of %d bytes", events, buf.Len())
+			}
+		}
+		if wire.write(w, rc, buf.Bytes()) != nil || !more {
 			return
 		}
 	}
+}
+
+// joinWait bounds how long a WireJoin holds an event back for the next.
+const joinWait = 5 * time.Millisecond
+
+// encode appends ev to buf as a line of JSON, unless the namespace filter
+// drops it.
+func (h *handler) encode(buf *bytes.Buffer, ev informer.Event, filter string) bool {
+	out := watchEvent{Type: ev.Type}
+	switch ev.Type {
+	case informer.Error:
+		s := failure(http.StatusGone, informer.ReasonExpired, "the watch ended with an error")
+		if ev.Err != nil {
+			s = statusOf(ev.Err)
+		}
+		out.Object = s
+	case informer.Bookmark:
+		b := object{APIVersion: h.apiVersion, Kind: h.kind, Metadata: objectMeta{ResourceVersion: informer.RV(ev.Object.ResourceVersion)}}
+		if ev.InitialEventsEnd {
+			b.Metadata.Annotations = map[string]string{informer.InitialEventsAnnotation: "true"}
+		}
+		out.Object = b
+	default:
+		if filter != "" && ev.Object.Namespace != filter {
+			return false
+		}
+		out.Object = h.object(ev.Object)
+	}
+	return json.NewEncoder(buf).Encode(out) == nil // Encode ends the line
+}
+
+// wireChoices draws the wire choices of one watch served over HTTP.
+type wireChoices struct {
+	a    *ListWatch
+	call string
+	rng  *rand.Rand
+}
+
+// write writes p and flushes it: in one chunk, or — a WireSplit — in
+// 2 to 4 chunks cut at random offsets.
+func (c *wireChoices) write(w http.ResponseWriter, rc *http.ResponseController, p []byte) error {
+	if c == nil || len(p) < 2 || c.rng.Float64() >= c.a.p.pWireSplit {
+		if _, err := w.Write(p); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+	cuts := map[int]bool{}
+	for range 1 + c.rng.IntN(3) {
+		cuts[1+c.rng.IntN(len(p)-1)] = true
+	}
+	at := make([]int, 0, len(cuts)+1)
+	for i := 1; i < len(p); i++ {
+		if cuts[i] {
+			at = append(at, i)
+		}
+	}
+	c.a.record(WireSplit, c.call, 0, "%d bytes of watch events written in %d chunks, cut at %v", len(p), len(at)+1, at)
+	prev := 0
+	for _, i := range append(at, len(p)) {
+		if _, err := w.Write(p[prev:i]); err != nil {
+			return err
+		}
+		if err := rc.Flush(); err != nil {
+			return err
+		}
+		prev = i
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package listwatch_test
 
 import (
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/watchspec/watchspec/adversary/listwatch"
 	"github.com/watchspec/watchspec/conform/informertest"
+	"github.com/watchspec/watchspec/impl/informer"
 	harness "github.com/watchspec/watchspec/internal/informertest"
 	"github.com/watchspec/watchspec/traces"
 )
@@ -54,7 +56,8 @@ func saveTraces(t *testing.T, out harness.Outcome, what string) {
 // answered is recorded below the HTTP layer, the informer's notifications
 // above it, and every run must pass k8s.CheckInformer (every list and
 // watch held to §4, the informer to §5). So the REST client, the watch
-// stream decoder, the status handling of ERROR 410 events and 410
+// stream decoder (with the wire choices: events cut across chunks, and
+// joined in one), the status handling of ERROR 410 events and 410
 // responses, WatchList's end bookmark through JSON are all under the
 // adversary. A failing seed is printed and its trace saved with
 // t.ArtifactDir.
@@ -81,7 +84,15 @@ func TestLegalOverHTTP(t *testing.T) {
 			var out harness.Outcome
 			var rep listwatch.Report
 			synctest.Test(t, func(t *testing.T) {
-				out, rep = harness.RunUnderAdversary(t, informertest.ClientGo{OverHTTP: true}, seed)
+				// harness.RunUnderAdversary, with the adversary's wire
+				// choices: its handler serves the recorded source.
+				var adv *listwatch.ListWatch
+				subject := informertest.ClientGo{OverHTTP: true, Handler: func(src informer.ListerWatcher) http.Handler { return adv.HandlerFor(src) }}
+				out = harness.RunWorkload(t, subject, cfg, harness.AdversaryWorkload(seed), func(h *harness.Harness) informer.ListerWatcher {
+					adv = listwatch.New(seed, h.Store(), harness.GVR, "", listwatch.Options{Compact: h.Rec.Compact})
+					return adv
+				})
+				rep = adv.Report()
 			})
 			for k, c := range rep.Counts {
 				made[k] += c
@@ -101,7 +112,7 @@ func TestLegalOverHTTP(t *testing.T) {
 	// closed watches, bookmarks, WatchLists caught up before their end
 	// bookmark, stale lists at "0".
 	for _, k := range []listwatch.Kind{listwatch.ExpireWatch, listwatch.ExpireOpen, listwatch.Close, listwatch.Bookmark,
-		listwatch.WatchListCatchUp, listwatch.StaleList} {
+		listwatch.WatchListCatchUp, listwatch.StaleList, listwatch.WireSplit, listwatch.WireJoin} {
 		if made[k.String()] == 0 {
 			t.Errorf("over %d seeds over HTTP the adversary never made a choice of kind %s (%s)", n, k, k.Section())
 		}

@@ -87,6 +87,13 @@ const (
 	// limit, with a continue token (§4.2 asks only that the pages, one
 	// after the other, list every object once).
 	ShortPage
+	// WireSplit: over HTTP ([ListWatch.Handler]), the bytes of a watch
+	// event written and flushed in several chunks, cut anywhere — inside
+	// the JSON (§6: chunk boundaries carry nothing).
+	WireSplit
+	// WireJoin: over HTTP, several watch events that come within a few
+	// milliseconds of each other written and flushed as one chunk (§6).
+	WireJoin
 
 	numKinds
 )
@@ -94,11 +101,13 @@ const (
 var kindNames = [numKinds]string{
 	"config", "expire-watch", "expire-open", "close", "bookmark", "drop-bookmark",
 	"stale-list", "stale-not-older-than", "stale-watch-state", "watchlist-catch-up", "compact-behind-list", "short-page",
+	"wire-split", "wire-join",
 }
 
 var kindSections = [numKinds]string{
 	"", "§4.5", "§4.3, §4.5", "§4.3", "§4.3, §3.6", "§6",
 	"§4.1, §5.8", "§4.1", "§4.3", "§4.4", "§4.5", "§4.2",
+	"§6", "§6",
 }
 
 // String returns the kind's name as the report shows it.
@@ -117,6 +126,11 @@ func (k Kind) Section() string {
 	return kindSections[k]
 }
 
+// Wire reports whether the kind is a choice of the HTTP handler
+// ([ListWatch.Handler], [ListWatch.HandlerFor]) alone, which an
+// in-process client never meets.
+func (k Kind) Wire() bool { return k == WireSplit || k == WireJoin }
+
 // Kinds returns every kind of choice, in order.
 func Kinds() []Kind {
 	out := make([]Kind, numKinds)
@@ -134,7 +148,8 @@ type Choice struct {
 	Seed int64
 	Kind Kind
 	// Call is "list N" or "watch N": the Nth list or watch the adversary
-	// answered (numbered from 1); "" for the run's settings.
+	// answered (numbered from 1), or "http watch N": the Nth watch its
+	// HTTP handler served; "" for the run's settings.
 	Call string
 	// Revision is the revision concerned, or 0.
 	Revision int64
@@ -203,6 +218,7 @@ type params struct {
 	pCatchUpMore                float64
 	pCompactBehind, pOldestSnap float64
 	pShortPage                  float64
+	pWireSplit, pWireJoin       float64
 }
 
 // ListWatch is the adversarial list/watch source of one resource over a
@@ -217,6 +233,7 @@ type ListWatch struct {
 	opts      Options
 
 	lists, watches atomic.Int64
+	httpWatches    atomic.Int64 // watches served over HTTP, for the wire choices
 	// window is the oldest resourceVersion a watch may start from: a
 	// watch from below it is answered 410 (it only moves forward).
 	window atomic.Int64
@@ -249,10 +266,13 @@ func New(seed int64, st *store.Store, gvr informer.GVR, namespace string, opts O
 			pCompactBehind: between(0.1, 0.5),
 			pOldestSnap:    between(0.2, 0.8),
 			pShortPage:     between(0.1, 0.6),
+			pWireSplit:     between(0.05, 0.5), // drawn last: the draws above stay those of earlier versions
+			pWireJoin:      between(0.05, 0.5),
 		}}
-	a.record(Config, "", 0, "expire-watch %.2f expire-open %.3f close-at-open %.2f close %.3f bookmark %.2f drop-bookmark %.2f stale-list %.2f stale-not-older-than %.2f stale-watch-state %.2f catch-up %.2f (more %.2f) compact-behind-list %.2f oldest-snapshot %.2f short-page %.2f",
+	a.record(Config, "", 0, "expire-watch %.2f expire-open %.3f close-at-open %.2f close %.3f bookmark %.2f drop-bookmark %.2f stale-list %.2f stale-not-older-than %.2f stale-watch-state %.2f catch-up %.2f (more %.2f) compact-behind-list %.2f oldest-snapshot %.2f short-page %.2f wire-split %.2f wire-join %.2f",
 		a.p.pExpireWatch, a.p.pExpireOpen, a.p.pCloseAtOpen, a.p.pClose, a.p.pBookmark, a.p.pDropBookmark, a.p.pStaleList,
-		a.p.pStaleNOT, a.p.pStaleWatch, a.p.pCatchUp, a.p.pCatchUpMore, a.p.pCompactBehind, a.p.pOldestSnap, a.p.pShortPage)
+		a.p.pStaleNOT, a.p.pStaleWatch, a.p.pCatchUp, a.p.pCatchUpMore, a.p.pCompactBehind, a.p.pOldestSnap, a.p.pShortPage,
+		a.p.pWireSplit, a.p.pWireJoin)
 	return a
 }
 

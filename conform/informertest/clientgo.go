@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"sync"
 
@@ -42,6 +43,10 @@ type ClientGo struct {
 	// (ERROR 410 events, the end bookmark of a WatchList through JSON) are
 	// under test too, not only the informer above them.
 	OverHTTP bool
+	// Handler, when set, serves the source over HTTP for OverHTTP instead
+	// of listwatch.NewHandler(src, GVR, ""): an adversary's HandlerFor,
+	// for instance, which adds the adversary's wire choices.
+	Handler func(src informer.ListerWatcher) http.Handler
 }
 
 // ClientGoListerWatcher serves lw — the reference store's list/watch, or
@@ -85,7 +90,7 @@ func ClientGoListerWatcher(lw informer.ListerWatcher) *cache.ListWatch {
 func (c ClientGo) New(lw informer.ListerWatcher, cfg Config) Informer {
 	clw, closeFn := ClientGoListerWatcher(lw), func() {}
 	if c.OverHTTP {
-		clw, closeFn = overHTTP(lw)
+		clw, closeFn = overHTTP(lw, c.Handler)
 	}
 	var src cache.ListerWatcher = clw
 	if !cfg.WatchList {
@@ -102,11 +107,17 @@ func (c ClientGo) New(lw informer.ListerWatcher, cfg Config) Informer {
 	return &clientGoInformer{inf: inf, onResync: cfg.OnResync, close: closeFn}
 }
 
-// overHTTP serves lw over HTTP in memory and returns a cache.ListWatch of
+// overHTTP serves lw over HTTP in memory (with handler, or NewHandler) and returns a cache.ListWatch of
 // client-go's dynamic client pointed at it, and the function that closes
 // the client's connections and the server.
-func overHTTP(lw informer.ListerWatcher) (*cache.ListWatch, func()) {
-	srv := harness.ServeInMemory(listwatch.NewHandler(lw, GVR, ""))
+func overHTTP(lw informer.ListerWatcher, handler func(informer.ListerWatcher) http.Handler) (*cache.ListWatch, func()) {
+	var hd http.Handler
+	if handler != nil {
+		hd = handler(lw)
+	} else {
+		hd = listwatch.NewHandler(lw, GVR, "")
+	}
+	srv := harness.ServeInMemory(hd)
 	cfg := &rest.Config{Host: srv.URL(), Dial: srv.DialContext, QPS: -1} // no client-side rate limit: the tests' time is fake
 	failed := func(err error) (*cache.ListWatch, func()) {
 		err = fmt.Errorf("informertest: a client of the in-memory server: %w", err)
