@@ -22,6 +22,15 @@
 //	// … write, wait, and assert what your informer or controller promises;
 //	// on failure, t.Log(lw.Report()) says what the adversary did.
 //
+// Over HTTP, for a client built from a rest.Config (client-go's clientsets,
+// dynamic client and informers, unmodified), [ListWatch.Handler] serves
+// the adversary as the Kubernetes REST API's list and watch, and adds
+// choices only the wire allows (an event cut across chunks, events joined
+// in one):
+//
+//	srv := httptest.NewServer(lw.Handler())
+//	cfg := &rest.Config{Host: srv.URL}
+//
 // conform/informertest.TestInformerUnderAdversary does all of it in one
 // call — writes, the informer's run recorded and checked against the
 // informer contract (SPEC §5) — for any informer, client-go's included.

@@ -28,7 +28,9 @@
 // from a seed, the unusual choices the Kubernetes API allows the server —
 // 410 as early as allowed, watches closed, stale lists at "0", WatchLists
 // caught up before their end bookmark — so that bugs a quiet server hides
-// show (docs/ADVERSARY.md).
+// show (docs/ADVERSARY.md). With ClientGo{OverHTTP: true} client-go's
+// informer meets it over HTTP, through its dynamic client, REST client and
+// watch decoder (adversary/listwatch.NewHandler).
 package informertest
 
 import (
