@@ -78,3 +78,38 @@ func TestInformerUnderAdversaryFailsOnBrokenInformer(t *testing.T) {
 		}
 	}
 }
+
+// client-go's SharedIndexInformer over HTTP — its dynamic client, REST
+// client and watch decoder, from a rest.Config pointed at the adversary's
+// handler — passes the informer contract under the informer adversary.
+// SPEC §4, §5.
+func TestInformerUnderAdversaryClientGoOverHTTP(t *testing.T) {
+	klog.SetLogger(logr.Discard())
+	informertest.TestInformerUnderAdversary(t, informertest.ClientGo{OverHTTP: true}, 1, 2, 3, 4, 5, 6)
+}
+
+const brokenHTTPEnv = "INFORMERTEST_BROKEN_HTTP_CHILD"
+
+// Run as a child only: TestInformerUnderAdversary against client-go over
+// HTTP whose server never sends a DELETED event.
+func TestInformerOverHTTPDropsEvents(t *testing.T) {
+	if os.Getenv(brokenHTTPEnv) == "" {
+		t.Skip("the failing case, run by TestInformerOverHTTPFailsOnBrokenInformer")
+	}
+	klog.SetLogger(logr.Discard())
+	informertest.TestInformerUnderAdversary(t, informertest.DropsEvents(informertest.ClientGo{OverHTTP: true}), 1, 2, 3)
+}
+
+// TestInformerUnderAdversary over HTTP fails when DELETED events are
+// lost, naming SPEC §5.2 InformerConverges.
+func TestInformerOverHTTPFailsOnBrokenInformer(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestInformerOverHTTPDropsEvents$")
+	cmd.Env = append(os.Environ(), brokenHTTPEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("TestInformerUnderAdversary over HTTP passed an informer that drops events:\n%s", out)
+	}
+	if !strings.Contains(string(out), "InformerConverges §5.2") {
+		t.Errorf("the failing run does not name InformerConverges §5.2:\n%s", out)
+	}
+}
