@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -236,4 +237,59 @@ func TestHandlerWatchesAsTheAPIServer(t *testing.T) {
 			t.Errorf("after timeoutSeconds=10 the raw stream: %q, %v; want its clean end", rest, err)
 		}
 	})
+}
+
+// SPEC §6 (a watch's chunks carry nothing), §4.3: with the adversary's
+// wire choices — events cut across chunks, events joined in one — a
+// client-go watch of the store over HTTP still gets every change, in
+// order, on one stream that does not end; over 20 seeds both kinds are
+// made.
+func TestWireChoicesKeepTheStream(t *testing.T) {
+	made := map[string]int64{}
+	for seed := int64(1); seed <= 20; seed++ {
+		synctest.Test(t, func(t *testing.T) {
+			h := harness.NewHarness(t, harness.Reference{}, harness.Config{}, watchhub.Options{ProgressInterval: -1})
+			defer h.Close()
+			adv := listwatch.New(seed, h.Store(), harness.GVR, "", listwatch.Options{})
+			ms := harness.ServeInMemory(adv.HandlerFor(h.StoreLW)) // the store's watch, the adversary's wire choices
+			defer ms.Close()
+			cfg := &rest.Config{Host: ms.URL(), Dial: ms.DialContext, QPS: -1}
+			hc, err := rest.HTTPClientFor(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer hc.CloseIdleConnections()
+			dc, err := dynamic.NewForConfigAndClient(cfg, hc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.Put("a", "x")
+			w, err := dc.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Watch(context.Background(), metav1.ListOptions{ResourceVersion: "2"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Stop()
+			names := []string{"x", "y", "z"}
+			for i := range 8 { // bursts of 3 writes, a second apart
+				for _, n := range names {
+					h.Put("a", n)
+				}
+				time.Sleep(time.Second)
+				for j, n := range names {
+					ev := next(t, w, fmt.Sprintf("seed %d, burst %d", seed, i))
+					m, _ := ev.Object.(metav1.Object)
+					if m == nil || m.GetName() != n || m.GetResourceVersion() != fmt.Sprint(3+3*i+j) {
+						t.Fatalf("seed %d, burst %d: event %s %v; want a/%s at resourceVersion %d\n%s", seed, i, ev.Type, ev.Object, n, 3+3*i+j, adv.Report())
+					}
+				}
+			}
+			for k, c := range adv.Report().Counts {
+				made[k] += c
+			}
+		})
+	}
+	if made["wire-split"] == 0 || made["wire-join"] == 0 {
+		t.Errorf("over 20 seeds the wire choices made: split %d, join %d; want both", made["wire-split"], made["wire-join"])
+	}
+	t.Logf("wire-split %d, wire-join %d", made["wire-split"], made["wire-join"])
 }

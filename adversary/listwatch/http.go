@@ -404,20 +404,27 @@ func (h *handler) watch(w http.ResponseWriter, r *http.Request, q query, filter 
 		if !h.encode(&buf, ev, filter) {
 			continue
 		}
-		events, more, rev := 1, true, ev.Object.ResourceVersion
+		events, rev, ended := 1, ev.Object.ResourceVersion, false
 		if wire != nil && wire.rng.Float64() < wire.a.p.pWireJoin {
-			// Join the events that follow within joinWait, up to 4 in all.
+			// Join the events that follow within joinWait, up to 4 in all;
+			// a watch that ends meanwhile ends after them.
 			wait := time.NewTimer(joinWait)
-			for events < 4 && more {
+		join:
+			for events < 4 {
 				select {
-				case ev, more = <-wa.ResultChan():
-					if more && h.encode(&buf, ev, filter) {
+				case ev, ok = <-wa.ResultChan():
+					if !ok {
+						ended = true
+						break join
+					}
+					if h.encode(&buf, ev, filter) {
 						events, rev = events+1, ev.Object.ResourceVersion
 					}
 				case <-wait.C:
-					more = false
+					break join
 				case <-ctx.Done():
-					more = false
+					ended = true
+					break join
 				}
 			}
 			wait.Stop()
@@ -425,7 +432,7 @@ func (h *handler) watch(w http.ResponseWriter, r *http.Request, q query, filter 
 				wire.a.record(WireJoin, wire.call, rev, "%d watch events written as one chunk of %d bytes", events, buf.Len())
 			}
 		}
-		if wire.write(w, rc, buf.Bytes()) != nil || !more {
+		if wire.write(w, rc, buf.Bytes()) != nil || ended {
 			return
 		}
 	}
