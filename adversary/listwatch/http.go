@@ -22,7 +22,7 @@ import (
 //
 //	srv := httptest.NewServer(lw.Handler())
 //	defer srv.Close()
-//	cfg := &rest.Config{Host: srv.URL}   // the typed clientset, the dynamic client, informers …
+//	cfg := &rest.Config{Host: srv.URL}   // client-go's dynamic client, typed clientset, informers …
 //
 // See [NewHandler] for what is served and how. Over HTTP the adversary
 // takes two more kinds of choice, legal only on the wire, where chunk
@@ -69,7 +69,9 @@ func (a *ListWatch) HandlerFor(src informer.ListerWatcher) http.Handler {
 //     ResourceVersionTooLarge, 400), a malformed parameter (400, naming
 //     it), a labelSelector or fieldSelector (400: not served), a path not
 //     served (404), any method but GET (405: nothing is written through
-//     it; write to the store underneath).
+//     it; write to the store underneath). Discovery (/api, /apis) is not
+//     served either: a client that needs it (controller-runtime's
+//     RESTMapper) needs a mapper of its own.
 //
 // Objects are served with apiVersion, kind (ConfigMap for configmaps,
 // else the resource's name singular and capitalised), metadata name,
