@@ -85,10 +85,11 @@ adversary-seeds:
 	ADVERSARY_SEEDS=$(ADVERSARY_SEEDS) $(GO) test ./adversary -run '^TestConformUnderAdversary$$' -count=1 -timeout 3h
 
 # ADVERSARY_SEEDS seeds of the informer adversary (adversary/listwatch),
-# with watchspec's informer and client-go's: every run passes §4 and §5
+# with watchspec's informer and client-go's, in process and client-go's over
+# HTTP (the handler): every run passes §4 and §5
 # (go test runs 20 seeds per informer).
 adversary-informers:
-	$(GO) test ./adversary/listwatch -run '^TestLegalUnderAdversary$$' -count=1 -v -timeout 1h -listwatch.seeds=$(ADVERSARY_SEEDS)
+	$(GO) test ./adversary/listwatch -run '^TestLegal(UnderAdversary|OverHTTP)$$' -count=1 -v -timeout 1h -listwatch.seeds=$(ADVERSARY_SEEDS)
 
 # The acceptance runs of issue 11 against real etcd 3.7.3 (docs/CONFORMANCE.md),
 # without the race detector: CONFORM_RUNS consecutive conform runs of
