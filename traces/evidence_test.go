@@ -154,16 +154,7 @@ func recordProgressBroadcastBeforeRegistration(t *testing.T) {
 }
 
 func progressOvertake(t *testing.T, e *evidence) bool {
-	cluster, err := etcdtest.Start(etcdtest.Options{Members: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cluster.Close()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: cluster.Endpoints, DialTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	cli := evidenceEtcd(t)
 	const client = 9 // the watching client: one Watcher, one stream
 	for i := range 20 {
 		e.put(t, cli, 1, fmt.Sprintf("/b/x%d", i), fmt.Sprintf("b%d", i)) // revisions 2..21: history to catch up on
@@ -221,6 +212,22 @@ func progressOvertake(t *testing.T, e *evidence) bool {
 	return found
 }
 
+// evidenceEtcd starts a fresh one-member etcd and a client of it, both
+// closed when the test ends.
+func evidenceEtcd(t *testing.T) *clientv3.Client {
+	cluster, err := etcdtest.Start(etcdtest.Options{Members: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cluster.Close() })
+	cli, err := clientv3.New(clientv3.Config{Endpoints: cluster.Endpoints, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
 // putUntil puts key again and again as client until stop is closed or a
 // put fails (recorded with an unknown outcome).
 func putUntil(e *evidence, cli *clientv3.Client, client int, key string, stop <-chan struct{}) {
@@ -259,16 +266,7 @@ func putUntil(e *evidence, cli *clientv3.Client, client int, key string, stop <-
 // event, are dropped: the check of one watch does not depend on another's).
 func recordPrevKVBeforeFlag(t *testing.T) {
 	const file = "etcd-3.7.3-prevkv-missing-at-creation.ndjson.gz"
-	cluster, err := etcdtest.Start(etcdtest.Options{Members: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cluster.Close()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: cluster.Endpoints, DialTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	cli := evidenceEtcd(t)
 	e := newEvidence(file)
 	const key = "/k"
 	e.put(t, cli, 1, key, "v0")
