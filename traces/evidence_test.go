@@ -154,7 +154,8 @@ func recordProgressBroadcastBeforeRegistration(t *testing.T) {
 }
 
 func progressOvertake(t *testing.T, e *evidence) bool {
-	cli := evidenceEtcd(t)
+	cli, stop := evidenceEtcd(t)
+	defer stop()
 	const client = 9 // the watching client: one Watcher, one stream
 	for i := range 20 {
 		e.put(t, cli, 1, fmt.Sprintf("/b/x%d", i), fmt.Sprintf("b%d", i)) // revisions 2..21: history to catch up on
@@ -212,20 +213,19 @@ func progressOvertake(t *testing.T, e *evidence) bool {
 	return found
 }
 
-// evidenceEtcd starts a fresh one-member etcd and a client of it, both
-// closed when the test ends.
-func evidenceEtcd(t *testing.T) *clientv3.Client {
+// evidenceEtcd starts a fresh one-member etcd and a client of it; stop
+// closes both.
+func evidenceEtcd(t *testing.T) (cli *clientv3.Client, stop func()) {
 	cluster, err := etcdtest.Start(etcdtest.Options{Members: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cluster.Close() })
-	cli, err := clientv3.New(clientv3.Config{Endpoints: cluster.Endpoints, DialTimeout: 5 * time.Second})
+	cli, err = clientv3.New(clientv3.Config{Endpoints: cluster.Endpoints, DialTimeout: 5 * time.Second})
 	if err != nil {
+		cluster.Close()
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cli.Close() })
-	return cli
+	return cli, func() { cli.Close(); cluster.Close() }
 }
 
 // putUntil puts key again and again as client until stop is closed or a
@@ -266,14 +266,15 @@ func putUntil(e *evidence, cli *clientv3.Client, client int, key string, stop <-
 // event, are dropped: the check of one watch does not depend on another's).
 func recordPrevKVBeforeFlag(t *testing.T) {
 	const file = "etcd-3.7.3-prevkv-missing-at-creation.ndjson.gz"
-	cli := evidenceEtcd(t)
+	cli, stop := evidenceEtcd(t)
+	defer stop()
 	e := newEvidence(file)
 	const key = "/k"
 	e.put(t, cli, 1, key, "v0")
-	stop := make(chan struct{})
+	done := make(chan struct{})
 	var writer sync.WaitGroup
 	for client := 1; client <= 8; client++ {
-		writer.Go(func() { putUntil(e, cli, client, key, stop) })
+		writer.Go(func() { putUntil(e, cli, client, key, done) })
 	}
 	var hit *traces.Watch
 	const tries = 30000
@@ -299,7 +300,7 @@ func recordPrevKVBeforeFlag(t *testing.T) {
 			t.Logf("watch %d of %d: its first event lacks prev_kv", id-1, tries)
 		}
 	}
-	close(stop)
+	close(done)
 	writer.Wait()
 	if hit == nil {
 		t.Fatalf("none of %d watches got an event without prev_kv; the race did not show (run again)", tries)
