@@ -136,9 +136,16 @@ func (s *Stream) wakeHub() bool {
 // every watch (§3.1), and no response without events is overtaken by an
 // event that was queued after it (§3.6, §3.12). r must have events.
 func (s *Stream) RecvMore(r Response, more []Response, maxEvents, maxBytes int) []Response {
-	events, bytes := len(r.Events), eventsBytes(r.Events)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	left := int32(0) // the watch's responses queued and not yet looked at
+	if r.w != nil {
+		left = r.w.queued
+	}
+	if left == 0 {
+		return more
+	}
+	events, bytes := len(r.Events), eventsBytes(r.Events)
 	for i := range s.n {
 		e := &s.q[(s.head+i)%len(s.q)]
 		switch {
@@ -146,7 +153,7 @@ func (s *Stream) RecvMore(r Response, more []Response, maxEvents, maxBytes int) 
 			continue
 		case !e.data || len(e.resp.Events) == 0:
 			return more
-		case e.resp.WatchID != r.WatchID:
+		case e.resp.w != r.w:
 			continue
 		}
 		events += len(e.resp.Events)
@@ -159,11 +166,15 @@ func (s *Stream) RecvMore(r Response, more []Response, maxEvents, maxBytes int) 
 		more = append(more, e.resp)
 		e.taken = true
 		e.resp.Events = nil
+		r.w.queued--
 		s.data--
 		s.bytes -= int(e.own)
 		e.own = 0
 		if s.data == 0 {
 			s.tail = nil
+		}
+		if left--; left == 0 {
+			break
 		}
 	}
 	return more
@@ -195,6 +206,9 @@ func (s *Stream) pop() entry {
 	} else {
 		if !e.taken {
 			s.data--
+			if e.resp.w != nil {
+				e.resp.w.queued--
+			}
 		}
 		s.bytes -= int(e.own)
 		if e.run > 0 {
@@ -299,6 +313,9 @@ func (s *Stream) push(r Response, own int) bool {
 	}
 	s.data++
 	s.bytes += own + run
+	if r.w != nil {
+		r.w.queued++
+	}
 	if r.src != s.tail {
 		s.tailPin = 0
 	}

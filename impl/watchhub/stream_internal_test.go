@@ -225,6 +225,7 @@ func TestRecvMoreKeepsEachWatchsOrder(t *testing.T) {
 		h := New(nil, 0, Options{Manual: true, StreamCapacity: 1000, StreamBytes: 1 << 30})
 		s := newStream(h)
 		batches := []*Batch{{pin: 10}, {pin: 50}}
+		watchers := map[int64]*watcher{1: {id: 1, s: s}, 2: {id: 2, s: s}, 3: {id: 3, s: s}}
 		rev := int64(0)
 		type item struct {
 			watch  int64
@@ -238,7 +239,7 @@ func TestRecvMoreKeepsEachWatchsOrder(t *testing.T) {
 			"push": func(t *rapid.T) {
 				rev++
 				id := rapid.Int64Range(1, 3).Draw(t, "watch")
-				r := Response{WatchID: id, Revision: rev}
+				r := Response{WatchID: id, Revision: rev, w: watchers[id]}
 				own := 0
 				switch rapid.IntRange(0, 3).Draw(t, "kind") {
 				case 0:
@@ -313,6 +314,11 @@ func TestRecvMoreKeepsEachWatchsOrder(t *testing.T) {
 		}
 		if s.n != 0 || s.data != 0 || s.bytes != 0 || s.ctrl != 0 {
 			t.Fatalf("drained stream still holds %d entries, %d data, %d bytes charged, %d controls", s.n, s.data, s.bytes, s.ctrl)
+		}
+		for id, w := range watchers {
+			if w.queued != 0 {
+				t.Fatalf("drained stream still counts %d responses queued for watch %d", w.queued, id)
+			}
 		}
 		if len(got) != len(pushed) {
 			t.Fatalf("read %d responses, %d were queued", len(got), len(pushed))
