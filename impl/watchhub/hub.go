@@ -312,7 +312,7 @@ func (h *Hub) NotifyAll(cs []mvcc.Commit) {
 					continue // behind now, from p.from
 				}
 			}
-			p := pending{w: w, from: c.Revision, own: own, r: Response{WatchID: w.id, Events: evs}}
+			p := pending{w: w, from: c.Revision, own: own, r: Response{WatchID: w.id, Events: evs, w: w}}
 			if b != nil {
 				p.r.Events, p.r.src, p.r.at = b.events[first:last+1:last+1], b, int32(first)
 			}

@@ -135,6 +135,10 @@ func (s *Stream) wakeHub() bool {
 // any watch of the stream). So what the reader sends stays in order for
 // every watch (§3.1), and no response without events is overtaken by an
 // event that was queued after it (§3.6, §3.12). r must have events.
+//
+// It returns at once when r's watch has no other response counted as
+// queued (each watch counts the responses the hub queues for it), so a
+// reader that keeps up does not scan the queue for every response.
 func (s *Stream) RecvMore(r Response, more []Response, maxEvents, maxBytes int) []Response {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -153,7 +157,7 @@ func (s *Stream) RecvMore(r Response, more []Response, maxEvents, maxBytes int) 
 			continue
 		case !e.data || len(e.resp.Events) == 0:
 			return more
-		case e.resp.w != r.w:
+		case e.resp.WatchID != r.WatchID:
 			continue
 		}
 		events += len(e.resp.Events)
@@ -166,7 +170,9 @@ func (s *Stream) RecvMore(r Response, more []Response, maxEvents, maxBytes int) 
 		more = append(more, e.resp)
 		e.taken = true
 		e.resp.Events = nil
-		r.w.queued--
+		if e.resp.w != nil {
+			e.resp.w.queued--
+		}
 		s.data--
 		s.bytes -= int(e.own)
 		e.own = 0

@@ -237,30 +237,35 @@ func TestRecvMoreKeepsEachWatchsOrder(t *testing.T) {
 		maxBytes := rapid.IntRange(eventSize, 6*eventSize).Draw(t, "maxBytes")
 		t.Repeat(map[string]func(*rapid.T){
 			"push": func(t *rapid.T) {
-				rev++
-				id := rapid.Int64Range(1, 3).Draw(t, "watch")
-				r := Response{WatchID: id, Revision: rev, w: watchers[id]}
-				own := 0
-				switch rapid.IntRange(0, 3).Draw(t, "kind") {
-				case 0:
-					r.Events, r.src = []mvcc.Event{{KV: mvcc.KeyValue{ModRevision: rev}}}, rapid.SampledFrom(batches).Draw(t, "batch")
-				case 1:
-					n := rapid.IntRange(1, 3).Draw(t, "n")
-					for range n {
-						r.Events = append(r.Events, mvcc.Event{KV: mvcc.KeyValue{ModRevision: rev}})
+				for range rapid.IntRange(1, 6).Draw(t, "pushes") { // runs of a few
+					rev++
+					id := rapid.Int64Range(1, 2).Draw(t, "watch")
+					r := Response{WatchID: id, Revision: rev}
+					if rapid.Bool().Draw(t, "counted") { // as the hub queues them, or not
+						r.w = watchers[id]
 					}
-					own = n * eventSize
-				case 2: // a progress notification of the watch
-				case 3: // a compaction cancel
-					r.Revision, r.CompactRevision, r.Canceled = 0, rev, true
+					own := 0
+					switch k := rapid.IntRange(0, 9).Draw(t, "kind"); {
+					case k < 4: // shared
+						r.Events, r.src = []mvcc.Event{{KV: mvcc.KeyValue{ModRevision: rev}}}, rapid.SampledFrom(batches).Draw(t, "batch")
+					case k < 8: // copied
+						n := rapid.IntRange(1, 3).Draw(t, "n")
+						for range n {
+							r.Events = append(r.Events, mvcc.Event{KV: mvcc.KeyValue{ModRevision: rev}})
+						}
+						own = n * eventSize
+					case k == 8: // a progress notification of the watch
+					default: // a compaction cancel
+						r.Revision, r.CompactRevision, r.Canceled = 0, rev, true
+					}
+					h.mu.Lock()
+					ok := s.push(r, own)
+					h.mu.Unlock()
+					if !ok {
+						t.Fatalf("push refused with room for everything")
+					}
+					pushed = append(pushed, item{id, rev, len(r.Events) > 0})
 				}
-				h.mu.Lock()
-				ok := s.push(r, own)
-				h.mu.Unlock()
-				if !ok {
-					t.Fatalf("push refused with room for everything")
-				}
-				pushed = append(pushed, item{id, rev, len(r.Events) > 0})
 			},
 			"control": func(t *rapid.T) {
 				rev++
@@ -281,7 +286,7 @@ func TestRecvMoreKeepsEachWatchsOrder(t *testing.T) {
 					first = r.CompactRevision
 				}
 				got = append(got, item{r.WatchID, first, len(r.Events) > 0})
-				if len(r.Events) == 0 || !rapid.Bool().Draw(t, "more") {
+				if len(r.Events) == 0 {
 					return
 				}
 				more := s.RecvMore(r, nil, maxEvents, maxBytes)
