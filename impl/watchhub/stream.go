@@ -146,8 +146,8 @@ func (s *Stream) RecvMore(r Response, more []Response, maxEvents, maxBytes int) 
 	if r.w != nil {
 		left = r.w.queued
 	}
-	if left == 0 {
-		return more
+	if left == 0 || len(r.Events) >= maxEvents {
+		return more // nothing to join, or no room (a catch-up response)
 	}
 	events, bytes := len(r.Events), eventsBytes(r.Events)
 	for i := range s.n {
