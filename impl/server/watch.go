@@ -104,6 +104,9 @@ type serverWatchStream struct {
 	hdr     *pb.ResponseHeader // send loop only: the last header sent
 	scratch []byte             // send loop only: the events of a response of its own
 
+	joinedHdr int64               // send loop only: the greatest header of a joined response sent
+	more      []watchhub.Response // send loop only: RecvMore's scratch
+
 	adv  *advStream         // the stream's adversary (Options.Adversary), or nil
 	look *watchhub.Response // send loop only: a response the adversary read ahead
 }
@@ -200,10 +203,69 @@ func (sws *serverWatchStream) sendLoop(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := sws.sendOne(r, maxBytes); err != nil {
+		if err := sws.sendJoined(r, maxBytes); err != nil {
 			return err
 		}
 	}
+}
+
+// Bounds of a response joined at send time (sendJoined): etcd's bound on
+// the revisions of one catch-up response (watchBatchMaxRevs, here on its
+// events), and on its memory, a quarter of the hub's default stream bound.
+const (
+	joinMaxEvents = 1000
+	joinMaxBytes  = 1 << 20
+)
+
+// sendJoined sends r, a response just received from the hub stream, with
+// the responses of the same watch queued behind it (watchhub.Stream.RecvMore)
+// as one: when the sender falls behind its stream's queue, each watch
+// gets fewer, larger responses — etcd's shape for a watch that fell behind
+// (docs/SPEC.md §3.13) — without waiting for anything, so no response
+// leaves later than it would have. A joined response carries the header of
+// its last part; every later response with events on the stream carries at
+// least that header, so headers never decrease (§3.12).
+func (sws *serverWatchStream) sendJoined(r watchhub.Response, maxBytes int) error {
+	if len(r.Events) == 0 || r.Created || r.Canceled {
+		return sws.sendOne(r, maxBytes)
+	}
+	r.Revision = max(r.Revision, sws.joinedHdr)
+	more := sws.ws.RecvMore(r, sws.more[:0], joinMaxEvents, joinMaxBytes)
+	sws.more = more[:0]
+	if len(more) == 0 {
+		return sws.sendOne(r, maxBytes)
+	}
+	last := more[len(more)-1].Revision
+	sws.joinedHdr = max(sws.joinedHdr, last)
+	if sws.frag[r.WatchID] {
+		// Fragments are cut from the events themselves (sendFragments).
+		for _, m := range more {
+			r = r.Join(m)
+		}
+		r.Revision = max(r.Revision, last)
+		clear(more)
+		return sws.sendOne(r, maxBytes)
+	}
+	buf := encodeEvents(&r, sws.scratch[:0])
+	if b, _ := r.Shared(); b != nil {
+		buf = append(sws.scratch[:0], buf...)
+	}
+	for i := range more {
+		if b, at := more[i].Shared(); b != nil {
+			buf = append(buf, b.Memo(newWireEvents).(*wireEvents).span(b, at, at+len(more[i].Events))...)
+		} else {
+			for j := range more[i].Events {
+				buf = appendEventField(buf, &more[i].Events[j])
+			}
+		}
+	}
+	clear(more)
+	r.Revision = max(r.Revision, last)
+	err := sws.sendEncoded(&r, buf)
+	if cap(buf) <= 64<<10 {
+		sws.scratch = buf
+	}
+	return err
 }
 
 // sendOne sends one response of the hub stream.
@@ -366,6 +428,16 @@ func (sws *serverWatchStream) send(r *watchhub.Response) error {
 		}
 		return err
 	}
+	return sws.gs.Send(wr)
+}
+
+// sendEncoded sends a response with events whose wire encoding is evs.
+func (sws *serverWatchStream) sendEncoded(r *watchhub.Response, evs []byte) error {
+	if sws.hdr == nil || sws.hdr.Revision != r.Revision {
+		sws.hdr = sws.s.header(r.Revision)
+	}
+	wr := &pb.WatchResponse{Header: sws.hdr, WatchId: r.WatchID}
+	wr.ProtoReflect().SetUnknown(evs)
 	return sws.gs.Send(wr)
 }
 

@@ -73,8 +73,16 @@ func (m *deliveryMeter) report(b *testing.B) {
 // readStream counts a stream's events and responses until it delivers a
 // stream-wide progress notification at rev or later.
 func readStream(ws *watchhub.Stream, rev int64, m *deliveryMeter) error {
+	return readStreamJoin(ws, rev, m, false)
+}
+
+// readStreamJoin is readStream that, with join, takes every response with
+// events together with the ones of its watch queued behind it
+// (Stream.RecvMore), as the gRPC server's send loop does.
+func readStreamJoin(ws *watchhub.Stream, rev int64, m *deliveryMeter, join bool) error {
 	var events, responses int64
 	defer func() { m.add(events, responses) }()
+	var more []watchhub.Response
 	for {
 		r, err := ws.Recv(ctx)
 		if err != nil {
@@ -83,6 +91,12 @@ func readStream(ws *watchhub.Stream, rev int64, m *deliveryMeter) error {
 		if len(r.Events) > 0 {
 			events += int64(len(r.Events))
 			responses++
+			if join {
+				more = ws.RecvMore(r, more[:0], 1000, 1<<20)
+				for _, x := range more {
+					events += int64(len(x.Events))
+				}
+			}
 		}
 		if r.WatchID == watchhub.InvalidWatchID && r.IsProgressNotify() && r.Revision >= rev {
 			return nil
@@ -120,7 +134,16 @@ func openBench(b *testing.B) *store.Store {
 // BenchmarkDeliveryFanout: live fan-out. Every put is one event for each of
 // 1,000 or 10,000 synced prefix watches (100 per stream, each stream read
 // by its own goroutine); one op is one put, delivered to every watch.
-func BenchmarkDeliveryFanout(b *testing.B) {
+func BenchmarkDeliveryFanout(b *testing.B) { benchFanout(b, false) }
+
+// BenchmarkDeliveryFanoutJoined is BenchmarkDeliveryFanout with readers
+// that join the responses of a watch queued behind the one they take
+// (Stream.RecvMore), as the gRPC server's send loop does: what that costs
+// the hub per event when it finds little to join (before the count of each
+// watch's queued responses, a scan of the queue per response).
+func BenchmarkDeliveryFanoutJoined(b *testing.B) { benchFanout(b, true) }
+
+func benchFanout(b *testing.B, join bool) {
 	for _, n := range []int{1000, 10000} {
 		b.Run(fmt.Sprintf("watchers=%d", n), func(b *testing.B) {
 			s := openBench(b)
@@ -134,7 +157,7 @@ func BenchmarkDeliveryFanout(b *testing.B) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					if err := readStream(ws, head, &m); err != nil {
+					if err := readStreamJoin(ws, head, &m, join); err != nil {
 						b.Error(err)
 					}
 				}()

@@ -176,7 +176,7 @@ func (h *Hub) serveChunk(w *watcher, ch *chunk) int {
 			return outIdle
 		}
 		// Every event from w.next to the chunk's end is w's: share them.
-		if !w.s.push(Response{WatchID: w.id, Revision: h.rev, Events: evs[i:j:j], src: b, at: int32(i)}, 0) {
+		if !w.s.push(Response{WatchID: w.id, Revision: h.rev, Events: evs[i:j:j], src: b, at: int32(i), w: w}, 0) {
 			return outBlocked
 		}
 		h.advance(w, ch.last, true)
@@ -229,7 +229,7 @@ func (h *Hub) serveChunk(w *watcher, ch *chunk) int {
 		}
 	}
 	if len(out) > 0 {
-		if !w.s.push(Response{WatchID: w.id, Revision: h.rev, Events: out}, own) {
+		if !w.s.push(Response{WatchID: w.id, Revision: h.rev, Events: out, w: w}, own) {
 			return outBlocked
 		}
 	}

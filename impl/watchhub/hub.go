@@ -86,6 +86,7 @@ type watcher struct {
 	gen      uint32
 	ord      int32
 	pend     int32 // 1 + its index in NotifyAll's pending responses, or 0
+	queued   int32 // responses with events queued on its stream; guarded by s.mu
 }
 
 // The states of a watcher.
@@ -286,7 +287,7 @@ func (h *Hub) NotifyAll(cs []mvcc.Commit) {
 			if w.s.pert != nil || len(cs) == 1 {
 				// One revision (nothing to join it with), or a perturbed
 				// stream: its adversary decides what to join.
-				r := Response{WatchID: w.id, Revision: c.Revision, Events: evs}
+				r := Response{WatchID: w.id, Revision: c.Revision, Events: evs, w: w}
 				if b != nil {
 					r.Events, r.src, r.at = b.events[first:last+1:last+1], b, int32(first)
 				}
@@ -311,7 +312,7 @@ func (h *Hub) NotifyAll(cs []mvcc.Commit) {
 					continue // behind now, from p.from
 				}
 			}
-			p := pending{w: w, from: c.Revision, own: own, r: Response{WatchID: w.id, Events: evs}}
+			p := pending{w: w, from: c.Revision, own: own, r: Response{WatchID: w.id, Events: evs, w: w}}
 			if b != nil {
 				p.r.Events, p.r.src, p.r.at = b.events[first:last+1:last+1], b, int32(first)
 			}

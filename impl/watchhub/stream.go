@@ -4,6 +4,8 @@ import (
 	"context"
 	"math/bits"
 	"sync"
+
+	"github.com/watchspec/watchspec/impl/mvcc"
 )
 
 // Stream is a set of watches that share one bounded queue of responses and
@@ -61,10 +63,11 @@ type Stream struct {
 // response of the run, if one is queued: a batch stays charged while any
 // response of the stream holds it.
 type entry struct {
-	resp Response
-	own  int32
-	run  int32
-	data bool
+	resp  Response
+	own   int32
+	run   int32
+	data  bool
+	taken bool // sent ahead by RecvMore: released, skipped by Recv
 }
 
 func newStream(h *Hub) *Stream {
@@ -85,14 +88,13 @@ func (s *Stream) Recv(ctx context.Context) (Response, error) {
 		s.mu.Lock()
 		if s.n > 0 {
 			e := s.pop()
-			opts := &s.hub.opts
-			wake := s.wantRoom && s.data <= opts.StreamCapacity/2 && s.bytes <= opts.StreamBytes/2
-			if wake {
-				s.wantRoom = false
-			}
+			wake := s.wakeHub()
 			s.mu.Unlock()
 			if wake {
 				s.hub.markReady(s)
+			}
+			if e.taken {
+				continue // its events went out with an earlier response
 			}
 			return e.resp, nil
 		}
@@ -107,6 +109,89 @@ func (s *Stream) Recv(ctx context.Context) (Response, error) {
 			return Response{}, ctx.Err()
 		}
 	}
+}
+
+// wakeHub reports whether the hub, which has something that did not fit,
+// should be told that the reader made room, and forgets that it wanted it.
+// The caller holds s.mu.
+func (s *Stream) wakeHub() bool {
+	opts := &s.hub.opts
+	wake := s.wantRoom && s.data <= opts.StreamCapacity/2 && s.bytes <= opts.StreamBytes/2
+	if wake {
+		s.wantRoom = false
+	}
+	return wake
+}
+
+// RecvMore takes, out of their turn, the responses of r's watch that the
+// stream would deliver next for it, so that its reader can send them with r
+// — the response it just received from [Stream.Recv] — as one response with
+// more revisions, as a watch that fell behind gets (docs/SPEC.md §3.13). It
+// waits for nothing: it appends to more the queued responses of r's watch
+// in order, and stops before one that has no events or would bring the
+// events to more than maxEvents or their memory (keys, values, previous
+// key-values) to more than maxBytes, and at any response without events
+// (a creation, a cancel, a progress notification, a compaction cancel — of
+// any watch of the stream). So what the reader sends stays in order for
+// every watch (§3.1), and no response without events is overtaken by an
+// event that was queued after it (§3.6, §3.12). r must have events.
+//
+// It returns at once when r's watch has no other response counted as
+// queued (each watch counts the responses the hub queues for it), so a
+// reader that keeps up does not scan the queue for every response.
+func (s *Stream) RecvMore(r Response, more []Response, maxEvents, maxBytes int) []Response {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	left := int32(0) // the watch's responses queued and not yet looked at
+	if r.w != nil {
+		left = r.w.queued
+	}
+	if left == 0 || len(r.Events) >= maxEvents {
+		return more // nothing to join, or no room (a catch-up response)
+	}
+	events, bytes := len(r.Events), eventsBytes(r.Events)
+	for i := range s.n {
+		e := &s.q[(s.head+i)%len(s.q)]
+		switch {
+		case e.taken:
+			continue
+		case !e.data || len(e.resp.Events) == 0:
+			return more
+		case e.resp.WatchID != r.WatchID:
+			continue
+		}
+		events += len(e.resp.Events)
+		bytes += eventsBytes(e.resp.Events)
+		if events > maxEvents || bytes > maxBytes {
+			return more
+		}
+		// Release what it was charged but its share of a run, which passes
+		// on when the entry is popped (see pop).
+		more = append(more, e.resp)
+		e.taken = true
+		e.resp.Events = nil
+		if e.resp.w != nil {
+			e.resp.w.queued--
+		}
+		s.data--
+		s.bytes -= int(e.own)
+		e.own = 0
+		if s.data == 0 {
+			s.tail = nil
+		}
+		if left--; left == 0 {
+			break
+		}
+	}
+	return more
+}
+
+func eventsBytes(evs []mvcc.Event) int {
+	n := len(evs) * eventSize
+	for i := range evs {
+		n += payloadBytes(&evs[i])
+	}
+	return n
 }
 
 // pop takes the head of the queue and releases what it was charged. The
@@ -125,7 +210,12 @@ func (s *Stream) pop() entry {
 			}
 		}
 	} else {
-		s.data--
+		if !e.taken {
+			s.data--
+			if e.resp.w != nil {
+				e.resp.w.queued--
+			}
+		}
 		s.bytes -= int(e.own)
 		if e.run > 0 {
 			// The run's charge passes to its next response, if queued.
@@ -229,6 +319,9 @@ func (s *Stream) push(r Response, own int) bool {
 	}
 	s.data++
 	s.bytes += own + run
+	if r.w != nil {
+		r.w.queued++
+	}
 	if r.src != s.tail {
 		s.tailPin = 0
 	}

@@ -206,3 +206,153 @@ func TestWindowsAreBoundedInBytes(t *testing.T) {
 		t.Fatalf("a read of %d values of 1 MiB: the window was not sized by bytes (StreamBytes %d)", hist.maxRead, h.opts.StreamBytes)
 	}
 }
+
+// Stream.RecvMore, which lets a reader send the responses of a watch queued
+// behind the one it received as one (docs/SPEC.md §3.13), changes neither
+// what each watch receives nor where it stands against the responses
+// without events: every watch gets its responses' events exactly once and
+// in order (§3.1, §3.2), a response without events (creation, cancel,
+// progress notification, compaction cancel) is never overtaken by events
+// queued after it (§3.6, §3.12), the bounds on events and bytes hold, and
+// the stream's charges all return to zero once everything is read (its
+// memory bound, docs/IMPLEMENTATION.md "What a slow reader holds"). Random
+// pushes of shared, copied and event-less responses of three watches,
+// controls, and reads with and without RecvMore.
+func TestRecvMoreKeepsEachWatchsOrder(t *testing.T) {
+	pollCtx, cancel := context.WithCancel(context.Background())
+	cancel() // Recv with it polls
+	rapid.Check(t, func(t *rapid.T) {
+		h := New(nil, 0, Options{Manual: true, StreamCapacity: 1000, StreamBytes: 1 << 30})
+		s := newStream(h)
+		batches := []*Batch{{pin: 10}, {pin: 50}}
+		watchers := map[int64]*watcher{1: {id: 1, s: s}, 2: {id: 2, s: s}, 3: {id: 3, s: s}}
+		rev := int64(0)
+		type item struct {
+			watch  int64
+			rev    int64 // the response's (first) revision, or its header if no events
+			events bool
+		}
+		var pushed, got []item
+		maxEvents := rapid.IntRange(1, 4).Draw(t, "maxEvents")
+		maxBytes := rapid.IntRange(eventSize, 6*eventSize).Draw(t, "maxBytes")
+		t.Repeat(map[string]func(*rapid.T){
+			"push": func(t *rapid.T) {
+				for range rapid.IntRange(1, 6).Draw(t, "pushes") { // runs of a few
+					rev++
+					id := rapid.Int64Range(1, 2).Draw(t, "watch")
+					r := Response{WatchID: id, Revision: rev}
+					if rapid.Bool().Draw(t, "counted") { // as the hub queues them, or not
+						r.w = watchers[id]
+					}
+					own := 0
+					switch k := rapid.IntRange(0, 9).Draw(t, "kind"); {
+					case k < 4: // shared
+						r.Events, r.src = []mvcc.Event{{KV: mvcc.KeyValue{ModRevision: rev}}}, rapid.SampledFrom(batches).Draw(t, "batch")
+					case k < 8: // copied
+						n := rapid.IntRange(1, 3).Draw(t, "n")
+						for range n {
+							r.Events = append(r.Events, mvcc.Event{KV: mvcc.KeyValue{ModRevision: rev}})
+						}
+						own = n * eventSize
+					case k == 8: // a progress notification of the watch
+					default: // a compaction cancel
+						r.Revision, r.CompactRevision, r.Canceled = 0, rev, true
+					}
+					h.mu.Lock()
+					ok := s.push(r, own)
+					h.mu.Unlock()
+					if !ok {
+						t.Fatalf("push refused with room for everything")
+					}
+					pushed = append(pushed, item{id, rev, len(r.Events) > 0})
+				}
+			},
+			"control": func(t *rapid.T) {
+				rev++
+				h.mu.Lock()
+				s.pushCtrl(Response{WatchID: rapid.Int64Range(1, 3).Draw(t, "watch"), Revision: rev, Created: true})
+				h.mu.Unlock()
+				pushed = append(pushed, item{rev: rev})
+			},
+			"recv": func(t *rapid.T) {
+				r, err := s.Recv(pollCtx)
+				if err != nil {
+					t.Skip("nothing queued")
+				}
+				first := r.Revision
+				if len(r.Events) > 0 {
+					first = r.Events[0].KV.ModRevision
+				} else if r.CompactRevision != 0 {
+					first = r.CompactRevision
+				}
+				got = append(got, item{r.WatchID, first, len(r.Events) > 0})
+				if len(r.Events) == 0 {
+					return
+				}
+				more := s.RecvMore(r, nil, maxEvents, maxBytes)
+				events, bytes := len(r.Events), eventsBytes(r.Events)
+				for _, m := range more {
+					if m.WatchID != r.WatchID || len(m.Events) == 0 {
+						t.Fatalf("RecvMore for watch %d gave %+v", r.WatchID, m)
+					}
+					events += len(m.Events)
+					bytes += eventsBytes(m.Events)
+					got = append(got, item{m.WatchID, m.Events[0].KV.ModRevision, true})
+				}
+				if len(more) > 0 && (events > maxEvents || bytes > maxBytes) {
+					t.Fatalf("joined %d events of %d bytes, bounds %d and %d", events, bytes, maxEvents, maxBytes)
+				}
+			},
+		})
+		for {
+			r, err := s.Recv(pollCtx)
+			if err != nil {
+				break
+			}
+			first := r.Revision
+			if len(r.Events) > 0 {
+				first = r.Events[0].KV.ModRevision
+			} else if r.CompactRevision != 0 {
+				first = r.CompactRevision
+			}
+			got = append(got, item{r.WatchID, first, len(r.Events) > 0})
+		}
+		if s.n != 0 || s.data != 0 || s.bytes != 0 || s.ctrl != 0 {
+			t.Fatalf("drained stream still holds %d entries, %d data, %d bytes charged, %d controls", s.n, s.data, s.bytes, s.ctrl)
+		}
+		for id, w := range watchers {
+			if w.queued != 0 {
+				t.Fatalf("drained stream still counts %d responses queued for watch %d", w.queued, id)
+			}
+		}
+		if len(got) != len(pushed) {
+			t.Fatalf("read %d responses, %d were queued", len(got), len(pushed))
+		}
+		// Each watch's responses in order; every response without events
+		// read after exactly the responses queued before it.
+		pos := map[int64]int{}
+		for i, it := range got {
+			pos[it.rev] = i
+		}
+		for i, it := range pushed {
+			j, ok := pos[it.rev]
+			if !ok {
+				t.Fatalf("response at revision %d queued, never read", it.rev)
+			}
+			for _, before := range pushed[:i] {
+				if (before.watch == it.watch || !it.events) && pos[before.rev] > j {
+					t.Fatalf("revision %d of watch %d read after revision %d of watch %d, queued before it (read: %v)",
+						before.rev, before.watch, it.rev, it.watch, got)
+				}
+			}
+			if !it.events {
+				for _, after := range pushed[i+1:] {
+					if pos[after.rev] < j {
+						t.Fatalf("revision %d of watch %d read before revision %d (no events), queued after it (read: %v)",
+							after.rev, after.watch, it.rev, got)
+					}
+				}
+			}
+		}
+	})
+}

@@ -61,7 +61,8 @@ type Response struct {
 	// it that compaction removed (docs/SPEC.md §3.11).
 	CompactRevision int64
 	CancelReason    string
-	src             *Batch // the batch Events is a run of, or nil
+	src             *Batch   // the batch Events is a run of, or nil
+	w               *watcher // the watch, for counting its queued responses (Stream.RecvMore), or nil
 }
 
 // Shared returns the batch of events that r.Events is a run of, and where:
