@@ -15,21 +15,8 @@ import (
 // 8818031857919379229 on the apiserver-HTTP recording). Each mutant must be
 // caught; the first two show the case, the rest of the draw the others.
 func TestLateHandlerGapSecondOnDelete(t *testing.T) {
-	var s *Subject
-	for _, x := range subjects(t) {
-		if x.Name == "apiserver-http-0.37.2-over-etcd-3.7.3.ndjson.gz" {
-			s = x
-		}
-	}
-	if s == nil {
-		t.Fatal("apiserver-http-0.37.2-over-etcd-3.7.3.ndjson.gz is missing from the corpus")
-	}
-	var op *Operator
-	for _, o := range Operators() {
-		if o.Name == "informer-late-handler-gap" {
-			op = o
-		}
-	}
+	s := subjectNamed(t, "apiserver-http-0.37.2-over-etcd-3.7.3.ndjson.gz")
+	op := operatorNamed(t, "informer-late-handler-gap")
 	for _, seed := range []int64{8818024161337981752, 8818031857919379229} {
 		m, ok := op.Apply(s, seed)
 		if !ok {
@@ -61,4 +48,28 @@ func TestLateHandlerGapSecondOnDelete(t *testing.T) {
 	if len(seen) < 2 {
 		t.Errorf("40 draws made mutants of one expectation only (%v): the test no longer shows both names", seen)
 	}
+}
+
+// subjectNamed returns the corpus subject of that file name.
+func subjectNamed(t *testing.T, name string) *Subject {
+	t.Helper()
+	for _, s := range subjects(t) {
+		if s.Name == name {
+			return s
+		}
+	}
+	t.Fatalf("%s is missing from the corpus (traces/corpus), or is over -mutate.maxsize", name)
+	return nil
+}
+
+// operatorNamed returns the operator of that name.
+func operatorNamed(t *testing.T, name string) *Operator {
+	t.Helper()
+	for _, op := range Operators() {
+		if op.Name == name {
+			return op
+		}
+	}
+	t.Fatalf("no operator is named %s", name)
+	return nil
 }
