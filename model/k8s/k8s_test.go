@@ -291,6 +291,12 @@ func TestCheckWatch(t *testing.T) {
 			Events: []k8s.WatchEvent{added(at("c", 5))}}, nil},
 		{"ends inside its initial state, with an error", k8s.WatchCall{Options: k8s.WatchOptions{ResourceVersion: "0"}, Before: 6, After: 6,
 			Events: []k8s.WatchEvent{added(at("c", 5)), {Type: k8s.Error, Status: &k8s.Status{Code: 500}}}}, nil},
+		// One that ends before its first event delivered nothing: no
+		// fault (the mutation campaign's k8s-truncate-watch cut a real
+		// legacy watch of the apiserver cacher recording at 0 and the
+		// checker named WatchStart).
+		{"ends before its initial state", k8s.WatchCall{Options: k8s.WatchOptions{ResourceVersion: "0"}, Before: 6, After: 6}, nil},
+		{"ends before its initial state, consistent", k8s.WatchCall{Before: 6, After: 6}, nil},
 		{"ends inside a state that never was", k8s.WatchCall{Options: k8s.WatchOptions{ResourceVersion: "0"}, Before: 6, After: 6,
 			Events: []k8s.WatchEvent{added(at("a", 2)), added(at("c", 5))}}, []spec.Property{spec.WatchStart}},
 		// A watch that silently skips history compacted when it was
