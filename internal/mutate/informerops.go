@@ -474,8 +474,9 @@ var informerOperators = []*Operator{
 	{
 		Name: "informer-late-handler-gap", Kind: Semantic,
 		Doc: "drops a notification after the initial list of a handler added late (§5.4 LateHandler); when the " +
-			"handler's next notification of the key is an OnUpdate, its old object is no longer the state the " +
-			"handler was last told of, which §5.1 InformerSubsequence names first",
+			"handler's next notification of the key shows the gap itself — an OnUpdate whose old object is no " +
+			"longer the state the handler was last told of, an OnDelete of a key it was last told was deleted " +
+			"(the dropped OnAdd re-created it) — §5.1 InformerSubsequence names it first",
 		Properties: []spec.Property{spec.LateHandler, spec.InformerSubsequence},
 		apply: func(m *Mutant, r *rand.Rand) bool {
 			v, i, ok := noteSite(m, r, func(v *informerView, i int, n k8s.Notification) bool {
@@ -487,8 +488,16 @@ var informerOperators = []*Operator{
 			n := *m.tr().K8s.Entries[i].Notification
 			m.Expect = one(spec.LateHandler)
 			if j := v.nextAbout(i); j >= 0 {
-				if next := v.note(j); next.Type == k8s.OnUpdate && next.Old != nil {
+				next := v.note(j)
+				switch {
+				case next.Type == k8s.OnUpdate && next.Old != nil:
 					m.Expect = one(spec.InformerSubsequence)
+				case next.Type == k8s.OnDelete:
+					// The handler was last told the key was deleted: a
+					// second OnDelete with no add between (§5.1).
+					if p := v.prevAbout(i); p >= 0 && v.note(p).Type == k8s.OnDelete {
+						m.Expect = one(spec.InformerSubsequence)
+					}
 				}
 			}
 			m.spliceEntries(i, 1)
@@ -507,12 +516,7 @@ func (v *informerView) repeats(i int) bool {
 	if n.New == nil {
 		return false
 	}
-	prev := -1
-	for _, j := range v.notes[n.Handler] {
-		if j < i && v.note(j).Key() == n.Key() {
-			prev = j
-		}
-	}
+	prev := v.prevAbout(i)
 	if prev < 0 {
 		return false
 	}
@@ -532,6 +536,19 @@ func (v *informerView) nextAbout(i int) int {
 	return -1
 }
 
+// prevAbout returns the entry index of the handler's previous notification
+// about the same key before entry i, or −1.
+func (v *informerView) prevAbout(i int) int {
+	n := v.note(i)
+	prev := -1
+	for _, j := range v.notes[n.Handler] {
+		if j < i && v.note(j).Key() == n.Key() {
+			prev = j
+		}
+	}
+	return prev
+}
+
 // lostName names the loss of the handler's last notification (an OnDelete)
 // at entry i: the handler added late breaks §5.4; otherwise its view keeps
 // the key, §5.3 if a relist after its previous notification of the key did
@@ -542,12 +559,7 @@ func (v *informerView) lostName(i int, n k8s.Notification) [][]spec.Property {
 	if v.late(n.Handler) {
 		return one(spec.LateHandler)
 	}
-	prev := -1
-	for _, j := range v.notes[n.Handler] {
-		if j < i && v.note(j).Key() == n.Key() {
-			prev = j
-		}
-	}
+	prev := v.prevAbout(i)
 	name := spec.InformerConverges
 	for _, rl := range v.relists() {
 		if rl.at > prev && rl.at != i && !rl.keys[n.Key()] {

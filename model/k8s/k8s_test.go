@@ -291,6 +291,12 @@ func TestCheckWatch(t *testing.T) {
 			Events: []k8s.WatchEvent{added(at("c", 5))}}, nil},
 		{"ends inside its initial state, with an error", k8s.WatchCall{Options: k8s.WatchOptions{ResourceVersion: "0"}, Before: 6, After: 6,
 			Events: []k8s.WatchEvent{added(at("c", 5)), {Type: k8s.Error, Status: &k8s.Status{Code: 500}}}}, nil},
+		// One that ends before its first event delivered nothing: no
+		// fault (the mutation campaign's k8s-truncate-watch cut a real
+		// legacy watch of the apiserver cacher recording at 0 and the
+		// checker named WatchStart).
+		{"ends before its initial state", k8s.WatchCall{Options: k8s.WatchOptions{ResourceVersion: "0"}, Before: 6, After: 6}, nil},
+		{"ends before its initial state, consistent", k8s.WatchCall{Before: 6, After: 6}, nil},
 		{"ends inside a state that never was", k8s.WatchCall{Options: k8s.WatchOptions{ResourceVersion: "0"}, Before: 6, After: 6,
 			Events: []k8s.WatchEvent{added(at("a", 2)), added(at("c", 5))}}, []spec.Property{spec.WatchStart}},
 		// A watch that silently skips history compacted when it was
@@ -528,6 +534,29 @@ func TestCheckInformer(t *testing.T) {
 		}, spec.InformerSubsequence},
 		{"update of a key never added", func(r k8s.Run) k8s.Run {
 			return insert(r, 11, k8s.Entry{Notification: &k8s.Notification{Handler: 0, Type: k8s.OnUpdate, Old: &b3, New: &b3}})
+		}, spec.InformerSubsequence},
+		// §5.1: a handler told a key was deleted is not told so again before
+		// the key is added back (client-go v0.37.2 reconcileReplacement: "if
+		// we've already got the item marked as deleted, no need to add
+		// another delete"). The run stops before quiescence: c stays stored.
+		{"second OnDelete", func(r k8s.Run) k8s.Run {
+			c := objs(h, 6)[1]
+			r.Entries = slices.Clone(r.Entries[:11])
+			return insert(r, 11,
+				k8s.Entry{Notification: &k8s.Notification{Handler: 0, Type: k8s.OnDelete, Old: &c, Tombstone: true}},
+				k8s.Entry{Notification: &k8s.Notification{Handler: 1, Type: k8s.OnDelete, Old: &c, Tombstone: true}},
+				k8s.Entry{Notification: &k8s.Notification{Handler: 0, Type: k8s.OnDelete, Old: &c, Tombstone: true}})
+		}, spec.InformerSubsequence},
+		// A late handler's gap that its own notifications show is named by
+		// §5.1 alone, not by §5.4 as well (the mutation campaign's
+		// informer-late-handler-gap: a dropped OnAdd of a re-created key).
+		{"late handler's second OnDelete", func(r k8s.Run) k8s.Run {
+			c := objs(h, 6)[1]
+			r.Entries = slices.Clone(r.Entries[:11])
+			return insert(r, 11,
+				k8s.Entry{Notification: &k8s.Notification{Handler: 0, Type: k8s.OnDelete, Old: &c, Tombstone: true}},
+				k8s.Entry{Notification: &k8s.Notification{Handler: 1, Type: k8s.OnDelete, Old: &c, Tombstone: true}},
+				k8s.Entry{Notification: &k8s.Notification{Handler: 1, Type: k8s.OnDelete, Old: &c, Tombstone: true}})
 		}, spec.InformerSubsequence},
 		// §5.4: with resync on, handlers get different syncs, but the same changes.
 		{"late handler gets other changes, with resync", func(r k8s.Run) k8s.Run {

@@ -296,10 +296,15 @@ func checkInitialState(h History, c WatchCall, start WatchStart,
 		// below the compaction then in force.
 		lo = max(h.compactionInForce(c.CompactRevision, c.After), base)
 	}
-	if n > 0 && (n == len(c.Events) || c.Events[n].Type == Error) {
+	if n == len(c.Events) || c.Events[n].Type == Error {
 		// The stream ended inside its initial events: they need only be
 		// objects of one revision the semantic allows (a legacy watch's
 		// initial events have no order, so any of them may be missing).
+		// One that ended before the first delivered nothing, which every
+		// stream starts with (§6: delivery may stop at any point).
+		if n == 0 {
+			return 0, nil, -1, false
+		}
 		for rev := hi; rev >= lo; rev-- {
 			if subsetOf(initial, h.Objects(c.Prefix, rev)) {
 				return 0, nil, -1, false // nothing more to judge
