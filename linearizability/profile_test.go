@@ -326,11 +326,19 @@ func TestProfilesKeepCatchingBugs(t *testing.T) {
 			}
 			got := properties(res.Violations)
 			extra := slices.DeleteFunc(slices.Clone(got), func(q spec.Property) bool { return slices.Contains(row.Expected, q) || slices.Contains(stronger, q) })
+			// An expectation may name an event a stronger property first:
+			// the validator then blames nothing else on it (an event below
+			// a strict start is judged §3.10 StartRevision only). Such an
+			// expected property may be missing when every revision the
+			// trace's own check names it at is named by a stronger one.
+			missing := slices.DeleteFunc(slices.Clone(row.Expected), func(q spec.Property) bool {
+				return slices.Contains(got, q) || (len(stronger) > 0 && coveredByStronger(t, tr, q, res.Violations, stronger))
+			})
 			switch {
 			case len(got) == 0:
 				t.Errorf("%s under %s: no violation; want %v", row.File, p.Name, row.Expected)
 			case compacts && p.Allows(IgnoresCompaction):
-			case len(extra) > 0 || slices.ContainsFunc(row.Expected, func(q spec.Property) bool { return !slices.Contains(got, q) }):
+			case len(extra) > 0 || len(missing) > 0:
 				t.Errorf("%s under %s: FAIL %v; want %v", row.File, p.Name, got, row.Expected)
 			}
 		}
@@ -350,6 +358,35 @@ func TestProfilesKeepCatchingBugs(t *testing.T) {
 			}
 		}
 	}
+}
+
+// coveredByStronger reports whether every revision at which tr's own check
+// names q is named by a violation of a stronger property in vs.
+func coveredByStronger(t *testing.T, tr *traces.Trace, q spec.Property, vs []Violation, stronger []spec.Property) bool {
+	t.Helper()
+	own, err := Check(tr, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := map[int64]bool{}
+	for _, v := range vs {
+		if slices.Contains(stronger, v.Property) {
+			for _, r := range v.Revisions {
+				named[r] = true
+			}
+		}
+	}
+	found := false
+	for _, v := range own.Violations {
+		if v.Property != q {
+			continue
+		}
+		found = true
+		if len(v.Revisions) == 0 || !named[v.Revisions[0]] {
+			return false
+		}
+	}
+	return found
 }
 
 func sameSet(a, b []spec.Property) bool {
