@@ -76,13 +76,18 @@ mutate:
 # (go test runs none of this; it runs 20 seeds of 700 ms).
 ADVERSARY_DURATION ?= 60s
 adversary:
-	$(GO) test ./adversary -run '^TestEveryKindExercised$$' -count=1 -v -timeout 30m -adversary.duration=$(ADVERSARY_DURATION) -adversary.first=$(SEED)
+	mkdir -p $(ARTIFACTS)
+	$(GO) test ./adversary -run '^TestEveryKindExercised$$' -count=1 -v -timeout 30m -adversary.duration=$(ADVERSARY_DURATION) -adversary.first=$(SEED) -artifacts -outputdir $(ARTIFACTS)
 
 # ADVERSARY_SEEDS seeds of the conformance workload under the adversary,
-# each trace checked (issue 14's acceptance: 1,000).
+# each trace checked (issue 14's acceptance: 1,000). The trace of a seed
+# that fails is kept under ARTIFACTS (go test -artifacts), with the
+# adversary's choices in the log (-v).
 ADVERSARY_SEEDS ?= 1000
+ARTIFACTS ?= /tmp/watchspec-artifacts
 adversary-seeds:
-	ADVERSARY_SEEDS=$(ADVERSARY_SEEDS) $(GO) test ./adversary -run '^TestConformUnderAdversary$$' -count=1 -timeout 3h
+	mkdir -p $(ARTIFACTS)
+	ADVERSARY_SEEDS=$(ADVERSARY_SEEDS) $(GO) test ./adversary -run '^TestConformUnderAdversary$$' -count=1 -v -timeout 3h -artifacts -outputdir $(ARTIFACTS)
 
 # ADVERSARY_SEEDS seeds of the informer adversary (adversary/listwatch),
 # with watchspec's informer and client-go's, in process and client-go's over
