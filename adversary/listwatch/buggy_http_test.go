@@ -12,10 +12,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/rest"
 
 	"github.com/watchspec/watchspec/adversary/listwatch"
 	"github.com/watchspec/watchspec/impl/informer"
@@ -126,19 +124,9 @@ func runCacheClient(t *testing.T, bug cacheBug, adversary bool, seed int64) stri
 			adv = listwatch.New(seed, h.Store(), harness.GVR, "", listwatch.Options{})
 			src = adv
 		}
-		ms := harness.ServeInMemory(listwatch.NewHandler(src, harness.GVR, ""))
-		defer ms.Close()
-		cfg := &rest.Config{Host: ms.URL(), Dial: ms.DialContext, QPS: -1}
-		hc, err := rest.HTTPClientFor(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer hc.CloseIdleConnections()
-		dc, err := dynamic.NewForConfigAndClient(cfg, hc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := &cacheClient{res: dc.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}), bug: bug}
+		cm := configMapsOver(t, listwatch.NewHandler(src, harness.GVR, ""))
+		defer cm.close()
+		c := &cacheClient{res: cm.res, bug: bug}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() {

@@ -40,23 +40,45 @@ func serve(t *testing.T) *served {
 	h.Put("a", "y")
 	h.Put("b", "z")
 	h.Compact(3)
-	ms := harness.ServeInMemory(listwatch.NewHandler(h.StoreLW, harness.GVR, ""))
+	c := configMapsOver(t, listwatch.NewHandler(h.StoreLW, harness.GVR, ""))
+	s := &served{h: h, ms: c.ms, hc: c.hc, res: c.res}
+	t.Cleanup(func() {
+		c.close()
+		h.Close()
+	})
+	return s
+}
+
+// httpConfigMaps is client-go's dynamic client of ConfigMaps over an
+// in-memory HTTP server of a handler.
+type httpConfigMaps struct {
+	ms  *harness.MemServer
+	hc  *http.Client
+	res dynamic.NamespaceableResourceInterface
+}
+
+// configMapsOver serves handler in memory and returns a dynamic client of
+// its ConfigMaps; close ends both.
+func configMapsOver(t *testing.T, handler http.Handler) *httpConfigMaps {
+	t.Helper()
+	ms := harness.ServeInMemory(handler)
 	cfg := &rest.Config{Host: ms.URL(), Dial: ms.DialContext, QPS: -1}
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
+		ms.Close()
 		t.Fatal(err)
 	}
 	dc, err := dynamic.NewForConfigAndClient(cfg, hc)
 	if err != nil {
+		ms.Close()
 		t.Fatal(err)
 	}
-	s := &served{h: h, ms: ms, hc: hc, res: dc.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"})}
-	t.Cleanup(func() {
-		hc.CloseIdleConnections()
-		ms.Close()
-		h.Close()
-	})
-	return s
+	return &httpConfigMaps{ms: ms, hc: hc, res: dc.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"})}
+}
+
+func (c *httpConfigMaps) close() {
+	c.hc.CloseIdleConnections()
+	c.ms.Close()
 }
 
 // do answers a raw request: its status code and its JSON body.
@@ -251,20 +273,10 @@ func TestWireChoicesKeepTheStream(t *testing.T) {
 			h := harness.NewHarness(t, harness.Reference{}, harness.Config{}, watchhub.Options{ProgressInterval: -1})
 			defer h.Close()
 			adv := listwatch.New(seed, h.Store(), harness.GVR, "", listwatch.Options{})
-			ms := harness.ServeInMemory(adv.HandlerFor(h.StoreLW)) // the store's watch, the adversary's wire choices
-			defer ms.Close()
-			cfg := &rest.Config{Host: ms.URL(), Dial: ms.DialContext, QPS: -1}
-			hc, err := rest.HTTPClientFor(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer hc.CloseIdleConnections()
-			dc, err := dynamic.NewForConfigAndClient(cfg, hc)
-			if err != nil {
-				t.Fatal(err)
-			}
+			c := configMapsOver(t, adv.HandlerFor(h.StoreLW)) // the store's watch, the adversary's wire choices
+			defer c.close()
 			h.Put("a", "x")
-			w, err := dc.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Watch(context.Background(), metav1.ListOptions{ResourceVersion: "2"})
+			w, err := c.res.Watch(context.Background(), metav1.ListOptions{ResourceVersion: "2"})
 			if err != nil {
 				t.Fatal(err)
 			}
