@@ -50,6 +50,8 @@ type coverage struct {
 	keepAlives, ttlKeys, expiries          int
 	expiriesWithKeys, leaseRestarts        int
 	leaseDeleteEvents                      int
+	holds, holdsPastCompaction             int
+	holdReleases, holdCatchUps             int
 	actions                                map[string]int
 }
 
@@ -82,6 +84,10 @@ type machine struct {
 	expiry     map[int64]time.Time
 	gone       []int64
 	revokeRevs map[int64]bool
+
+	// holds: each stream has a Perturber the Hold and CatchUp actions
+	// drive (hold_test.go), as the server's legal adversary does.
+	holds bool
 }
 
 // streamState is the test's side of one watch stream.
@@ -92,7 +98,8 @@ type streamState struct {
 	rejects []*watchState           // rejected creations, awaiting their response
 	paused  bool
 	closed  bool
-	header  int64 // the highest header revision seen
+	hold    *holdBack // the stream's Perturber (machine.holds), or nil
+	header  int64     // the highest header revision seen
 	lastPN  int64 // the revision of the last stream-wide progress notification
 }
 
@@ -104,8 +111,8 @@ type watchState struct {
 	ended   bool
 }
 
-func newMachine(t *rapid.T, cov *coverage, dir string) *machine {
-	m := &machine{t: t, cov: cov, dir: dir, h: &kv.History{}, clock: &fakeClock{now: time.Unix(1e9, 0)}, revokeRevs: map[int64]bool{}}
+func newMachine(t *rapid.T, cov *coverage, dir string, holds bool) *machine {
+	m := &machine{t: t, cov: cov, dir: dir, h: &kv.History{}, clock: &fakeClock{now: time.Unix(1e9, 0)}, revokeRevs: map[int64]bool{}, holds: holds}
 	m.manual = rapid.Bool().Draw(t, "manual")
 	m.opts = store.Options{
 		KV: mvcc.Options{
@@ -330,6 +337,10 @@ func (m *machine) stream(t *rapid.T, create bool) *streamState {
 			return nil
 		}
 		s := &streamState{n: len(m.streams), ws: m.st.NewWatchStream(nil), byID: map[int64][]*watchState{}}
+		if m.holds {
+			s.hold = &holdBack{compactRev: m.st.CompactRevision, cov: m.cov}
+			s.ws.Perturb(s.hold)
+		}
 		m.streams = append(m.streams, s)
 		return s
 	}
@@ -719,6 +730,9 @@ func (m *machine) finish() {
 	var open []*streamState
 	for _, s := range m.streams {
 		if !s.closed {
+			if s.hold != nil {
+				s.hold.end(s.ws) // as the adversary's timer ends every hold
+			}
 			s.ws.RequestProgress()
 			open = append(open, s)
 		}
@@ -799,10 +813,18 @@ func (m *machine) actions() map[string]func(*rapid.T) {
 		{"Leases", 1, m.Leases},
 		{"Expire", 3, m.Expire},
 	} {
+		table = append(table, w)
+	}
+	if m.holds {
+		table = append(table, weighted{"Hold", 4, m.Hold}, weighted{"CatchUp", 2, m.CatchUp})
+	}
+	var weightedTable []weighted
+	for _, w := range table {
 		for range w.weight {
-			table = append(table, w)
+			weightedTable = append(weightedTable, w)
 		}
 	}
+	table = weightedTable
 	return map[string]func(*rapid.T){
 		"": m.Check,
 		"step": func(t *rapid.T) {
@@ -822,14 +844,18 @@ func (m *machine) actions() map[string]func(*rapid.T) {
 // everything (§3.13). Leases join in (lease_test.go): every lease operation,
 // puts with leases and expiry on a fake clock against model/lease
 // (§2.9–§2.11), their deletes at one revision in the watches (§3.14, §3.15).
-func TestStoreMatchesModel(t *testing.T) {
+func TestStoreMatchesModel(t *testing.T) { runStateMachine(t, false) }
+
+// runStateMachine is TestStoreMatchesModel, and with holds
+// TestStoreMatchesModelWithHolds (hold_test.go).
+func runStateMachine(t *testing.T, holds bool) {
 	cov := &coverage{actions: map[string]int{}}
 	rapid.Check(t, func(rt *rapid.T) {
 		dir, err := os.MkdirTemp("", "watchspec-proptest-")
 		if err != nil {
 			rt.Fatal(err)
 		}
-		m := newMachine(rt, cov, dir)
+		m := newMachine(rt, cov, dir, holds)
 		defer func() {
 			m.st.Close()
 			os.RemoveAll(dir)
@@ -864,7 +890,7 @@ func TestStoreMatchesModel(t *testing.T) {
 	if !testing.Short() {
 		min = 10
 	}
-	for name, n := range map[string]int{
+	want := map[string]int{
 		"restarts": cov.restarts, "compactions": cov.compactions, "compaction cancels": cov.compactCancels,
 		"crash restarts that replayed the log": cov.replays, "crash restarts with a torn last write": cov.tornTails,
 		"steps with victims": cov.victims, "steps with unsynced watches": cov.unsynced, "pauses": cov.pauses,
@@ -874,7 +900,13 @@ func TestStoreMatchesModel(t *testing.T) {
 		"revokes with keys": cov.revokesWithKeys, "revokes of a lease not live": cov.revokesUnknown, "keep-alives": cov.keepAlives,
 		"time-to-lives with keys": cov.ttlKeys, "expiries with keys": cov.expiriesWithKeys, "restarts with live leases": cov.leaseRestarts,
 		"DELETE events of revokes and expiries": cov.leaseDeleteEvents,
-	} {
+	}
+	if holds {
+		t.Logf("hold coverage: %d holds (%d until a compaction passed), %d released by a commit, %d by CatchUp", cov.holds, cov.holdsPastCompaction, cov.holdReleases, cov.holdCatchUps)
+		want["holds"], want["holds until a compaction passed"] = cov.holds, cov.holdsPastCompaction
+		want["holds released by a commit"], want["holds released by CatchUp"] = cov.holdReleases, cov.holdCatchUps
+	}
+	for name, n := range want {
 		if n < min {
 			t.Errorf("coverage: only %d %s in %d checks (want at least %d)", n, name, cov.checks, min)
 		}
