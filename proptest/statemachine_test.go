@@ -100,7 +100,7 @@ type streamState struct {
 	closed  bool
 	hold    *holdBack // the stream's Perturber (machine.holds), or nil
 	header  int64     // the highest header revision seen
-	lastPN  int64 // the revision of the last stream-wide progress notification
+	lastPN  int64     // the revision of the last stream-wide progress notification
 }
 
 type watchState struct {
