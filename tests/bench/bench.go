@@ -355,15 +355,15 @@ func serverWorkloads(s Sizes) []serverWorkload {
 				heap, stack, err := measureMemory(ctx, c, "bench/mem/", s.MemWatchers)
 				return []float64{heap}, fmt.Sprintf("goroutine stacks %.0f B per watcher", stack), err
 			}},
-		{name: "put1", ids: []string{"put1"},
+		{name: "put1", ids: []string{"put1", "put1cpu", "put1srv"},
 			run: func(ctx context.Context, c *child) ([]float64, string, error) {
-				v, err := measurePuts(ctx, c.endpoint, 1, s.PutWarmup, s.PutDuration)
-				return []float64{v}, "", err
+				r, err := measurePuts(ctx, c, 1, s.PutWarmup, s.PutDuration)
+				return []float64{r.perSec, r.driverCPU, r.serverCPU}, fmt.Sprintf("CPU per put: driver %.1f µs, server %.1f µs", r.driverCPU*1e6, r.serverCPU*1e6), err
 			}},
-		{name: "put16", ids: []string{"put16"},
+		{name: "put16", ids: []string{"put16", "put16cpu", "put16srv"},
 			run: func(ctx context.Context, c *child) ([]float64, string, error) {
-				v, err := measurePuts(ctx, c.endpoint, writers16, s.PutWarmup, s.PutDuration)
-				return []float64{v}, "", err
+				r, err := measurePuts(ctx, c, writers16, s.PutWarmup, s.PutDuration)
+				return []float64{r.perSec, r.driverCPU, r.serverCPU}, fmt.Sprintf("CPU per put: driver %.1f µs, server %.1f µs", r.driverCPU*1e6, r.serverCPU*1e6), err
 			}},
 		fanout(0),
 		fanout(1),

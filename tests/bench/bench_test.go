@@ -111,6 +111,7 @@ func TestLimits(t *testing.T) {
 		{"put1", 500, 250}, {"put16", 4000, 2000},
 		{"catchup", 1e6, 500e3}, {"clientcpu", 0.5e-6, 1e-6},
 		{"fanout1", 400e3, 200e3}, {"fanout1cpu", 2e-6, 2e-6},
+		{"put16cpu", 100e-6, 120e-6}, {"put16srv", 60e-6, 130e-6},
 	} {
 		r.add(f.id, KindReference, f.ws)
 		r.add(f.id, KindEtcd, f.etcd)
@@ -125,10 +126,16 @@ func TestLimits(t *testing.T) {
 		"watchspec: the client spends 0.50 µs per event, so 2 cores deliver at most 4M events/s even to a server that costs nothing; it got 1M = 0.25 of that",
 		"etcd: the client spends 1.00 µs per event, so 2 cores deliver at most 2M events/s",
 		"live fan-out events/s, 100 watchers — watchspec: the client spends 2.00 µs per event",
+		// puts: 2 cores / (100 + 60 µs) = 12.5k puts/s; 4,000 is 0.32 of it.
+		"durable puts/s, 16 writers — watchspec: driver 100.0 µs + server 60.0 µs = 160.0 µs per put, so 2 cores put at most 12.5k/s; it got 4,000 = 0.32 of that",
+		"etcd: driver 120.0 µs + server 130.0 µs = 250.0 µs per put",
 	} {
 		if !strings.Contains(l, want) {
 			t.Errorf("limits lack %q:\n%s", want, l)
 		}
+	}
+	if strings.Contains(l, "durable puts/s, 1 writer —") {
+		t.Errorf("limits state the CPU of a put run whose CPU was not measured:\n%s", l)
 	}
 	if strings.Contains(l, "fan-out events/s, 1,000 watchers") {
 		t.Errorf("limits state a fan-out run that was not measured:\n%s", l)

@@ -64,6 +64,13 @@ func metricDefs(s Sizes) []metricDef {
 		// runs (the writers' included).
 		{id: "fanout1cpu", label: "fan-out 1: the client's CPU per delivered event", unit: "cpu", lowerBetter: true, hidden: true},
 		{id: "fanout2cpu", label: "fan-out 2: the client's CPU per delivered event", unit: "cpu", lowerBetter: true, hidden: true},
+		// The CPU per acknowledged put of the driver (clientv3) and of the
+		// server (getrusage of its process: the kernel's work in its
+		// fdatasyncs and its sockets included).
+		{id: "put1cpu", label: "durable puts, 1 writer: the driver's CPU per put", unit: "cpu", lowerBetter: true, hidden: true},
+		{id: "put1srv", label: "durable puts, 1 writer: the server's CPU per put", unit: "cpu", lowerBetter: true, hidden: true},
+		{id: "put16cpu", label: "durable puts, 16 writers: the driver's CPU per put", unit: "cpu", lowerBetter: true, hidden: true},
+		{id: "put16srv", label: "durable puts, 16 writers: the server's CPU per put", unit: "cpu", lowerBetter: true, hidden: true},
 	}
 }
 
@@ -378,6 +385,24 @@ func (r *Report) Limits() string {
 		}
 	}
 	cores := float64(max(1, r.Machine.Cores))
+	for _, id := range []string{"put1", "put16"} {
+		var parts []string
+		for _, k := range systems {
+			v, dcpu, scpu := med(id, k), med(id+"cpu", k), med(id+"srv", k)
+			if !ok(v) || !ok(dcpu) || !ok(scpu) {
+				continue
+			}
+			limit := cores / (dcpu + scpu)
+			parts = append(parts, fmt.Sprintf("%s: driver %.1f µs + server %.1f µs = %.1f µs per put, so %.0f cores put at most %s/s; it got %s = %.2f of that",
+				systemName(k), dcpu*1e6, scpu*1e6, (dcpu+scpu)*1e6, cores, rate(limit), rate(v), v/limit))
+		}
+		if len(parts) > 0 {
+			if !strings.Contains(b.String(), "**CPU per put**") {
+				b.WriteString("- **CPU per put**: the driver (clientv3) and the server share the machine's cores, and the server's CPU (getrusage) includes the kernel's work in its fdatasyncs and sockets; their sum per put bounds the put rate whatever the disk. A rate near that bound is CPU-bound: a higher one needs less CPU per put, on either side.\n")
+			}
+			fmt.Fprintf(&b, "  - %s — %s\n", r.row(id).Metric, strings.Join(parts, "; "))
+		}
+	}
 	for _, c := range []struct{ id, cpu, what string }{
 		{"catchup", "clientcpu", "catch-up"},
 		{"fanout1", "fanout1cpu", r.row("fanout1").Metric},

@@ -72,10 +72,15 @@ func putAll(ctx context.Context, clis []*clientv3.Client, prefix string, n int) 
 
 // measurePuts: durable puts/s from `writers` clients, each putting as fast
 // as its previous put is acknowledged, counted over d after warmup.
-func measurePuts(ctx context.Context, endpoint string, writers int, warmup, d time.Duration) (float64, error) {
-	clis, err := dialN(endpoint, writers, nil)
+// putResult is what measurePuts measured over its window (after the
+// warm-up): acknowledged puts per second, and the CPU seconds per put of the
+// driver (this process: clientv3 and its connections) and of the server.
+type putResult struct{ perSec, driverCPU, serverCPU float64 }
+
+func measurePuts(ctx context.Context, c *child, writers int, warmup, d time.Duration) (putResult, error) {
+	clis, err := dialN(c.endpoint, writers, nil)
 	if err != nil {
-		return 0, err
+		return putResult{}, err
 	}
 	defer closeAll(clis)
 	ctx, cancel := context.WithCancel(ctx)
@@ -105,15 +110,21 @@ func measurePuts(ctx context.Context, endpoint string, writers int, warmup, d ti
 		}()
 	}
 	sleep(ctx, warmup)
-	n0, t0 := done.Load(), time.Now()
+	n0, t0, cpu0 := done.Load(), time.Now(), processCPU()
+	scpu0, serr0 := c.cpu(ctx)
 	sleep(ctx, d)
-	n1, t1 := done.Load(), time.Now()
+	n1, t1, cpu1 := done.Load(), time.Now(), processCPU()
+	scpu1, serr1 := c.cpu(ctx)
 	cancel()
 	wg.Wait()
 	if firstErr != nil {
-		return 0, firstErr
+		return putResult{}, firstErr
 	}
-	return float64(n1-n0) / t1.Sub(t0).Seconds(), nil
+	if err := errors.Join(serr0, serr1); err != nil {
+		return putResult{}, err
+	}
+	n := float64(max(1, n1-n0))
+	return putResult{perSec: float64(n1-n0) / t1.Sub(t0).Seconds(), driverCPU: (cpu1 - cpu0).Seconds() / n, serverCPU: (scpu1 - scpu0) / n}, nil
 }
 
 // sleep waits for d or until ctx is done.
