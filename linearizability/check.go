@@ -145,20 +145,13 @@ func Check(t *traces.Trace, opts Options) (*Result, error) {
 	}
 	progress("%s: linearizing %s", t.Name, linearizing(len(t.Ops), len(ops), len(serializable)))
 	res.Checks[spec.Linearizable]++
-	final, ok := revisionOrderFilling(ops, ends, start, a)
-	if ok {
-		res.Verdict, res.Method = Linearizable, "revision order"
-	} else {
-		progress("%s: revision order failed; searching with porcupine (timeout %v)", t.Name, opts.Timeout)
-		res.Method = "porcupine"
-		stop := ticker(func(elapsed time.Duration) {
-			progress("%s: porcupine still searching (%.0fs of %v)", t.Name, elapsed.Seconds(), opts.Timeout)
-		})
-		final, err = res.porcupine(ops, start, opts.Timeout, a)
-		stop()
-		if err != nil {
-			return nil, err
-		}
+	var views *watchViews
+	if watchEvidence {
+		views = newWatchViews(t)
+	}
+	final, err := res.linearize(t.Name, ops, ends, start, a, views, opts.Timeout, progress)
+	if err != nil {
+		return nil, err
 	}
 	if res.Verdict == Linearizable {
 		res.History = final.History()
@@ -195,6 +188,45 @@ func Check(t *traces.Trace, opts Options) (*Result, error) {
 		}
 	}
 	return res, nil
+}
+
+// linearize sets the verdict and returns the final state of a
+// linearization: one every watch agrees with (views.go; the revision order,
+// then porcupine for at most a quarter of the timeout), or, when there is
+// none, any the responses allow (the revision order, then porcupine).
+func (res *Result) linearize(name string, ops []*op, ends map[*traces.Op]leaseEnd, start States, a allow, views *watchViews,
+	timeout time.Duration, progress func(string, ...any)) (kv.State, error) {
+	if views != nil {
+		av := a
+		av.views = views
+		if final, ok := revisionOrderFilling(ops, ends, start, av); ok {
+			res.Verdict, res.Method = Linearizable, "revision order"
+			return final, nil
+		}
+		budget := timeout / 4
+		progress("%s: revision order agreeing with the watches failed; searching with porcupine (at most %v)", name, budget)
+		try := &Result{Checks: map[spec.Property]int{}}
+		final, err := try.porcupine(ops, start, budget, av)
+		if err != nil {
+			return kv.State{}, err
+		}
+		if try.Verdict == Linearizable {
+			res.Verdict, res.Method = Linearizable, "porcupine"
+			return final, nil
+		}
+		progress("%s: no linearization found that agrees with every watch; searching without the watches' evidence", name)
+	}
+	if final, ok := revisionOrderFilling(ops, ends, start, a); ok {
+		res.Verdict, res.Method = Linearizable, "revision order"
+		return final, nil
+	}
+	progress("%s: revision order failed; searching with porcupine (timeout %v)", name, timeout)
+	res.Method = "porcupine"
+	stop := ticker(func(elapsed time.Duration) {
+		progress("%s: porcupine still searching (%.0fs of %v)", name, elapsed.Seconds(), timeout)
+	})
+	defer stop()
+	return res.porcupine(ops, start, timeout, a)
 }
 
 // linearizing says how many of a trace's operations are linearized, counting

@@ -95,17 +95,18 @@ func (a allow) step(states States, req kv.Request, out Output) States {
 		}
 		for _, s := range from {
 			applied, resp := a.modelStep(s, req)
+			fits := a.views.fits(s, applied)
 			switch {
 			case out.Response != nil:
 				rec := *out.Response
 				if out.AnyRevision {
 					rec.Revision = resp.Revision
 				}
-				if a.same(req, resp, rec) {
+				if fits && a.same(req, resp, rec) {
 					next = append(next, applied)
 				}
 			case out.Pinned > 0:
-				if resp.Err == nil && applied.Revision() == out.Pinned && applied.Revision() > s.Revision() {
+				if fits && resp.Err == nil && applied.Revision() == out.Pinned && applied.Revision() > s.Revision() {
 					next = append(next, applied)
 				}
 			default:
@@ -113,7 +114,7 @@ func (a allow) step(states States, req kv.Request, out Output) States {
 				// that creates none (a compaction, a delete of nothing) is
 				// not constrained by what watches saw.
 				next = append(next, s)
-				if resp.Err == nil && (applied.Revision() == s.Revision() || !out.NotAt[applied.Revision()]) {
+				if fits && resp.Err == nil && (applied.Revision() == s.Revision() || !out.NotAt[applied.Revision()]) {
 					next = append(next, applied)
 				}
 			}

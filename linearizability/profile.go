@@ -334,6 +334,9 @@ func (p *Profile) Expects(name string) bool {
 // allow is what the checker relaxes: the allowances of the profile in force.
 type allow struct {
 	gaps, ignoreCompaction, untrackedVersions, compactKey bool
+	// views, when set, keeps only the commits every watch agrees with
+	// (views.go); nil keeps every commit the responses allow.
+	views *watchViews
 }
 
 func allowOf(p *Profile) allow {
