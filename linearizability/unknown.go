@@ -24,8 +24,9 @@ import (
 // resourceVersion r is a PUT of its key with its value at revision r, a
 // DELETED one a DELETE at r (docs/SPEC.md §4). These are what the store
 // committed unless a watch or list property is broken, and every watch and
-// list is then checked against the resulting history. Nothing is concluded
-// from what was not delivered, which a broken store may have dropped.
+// list is then checked against the resulting history. Nothing here is
+// concluded from what was not delivered, which a broken store may have
+// dropped; views.go lets it choose among the linearizations instead.
 
 // observations indexes what the watches (and lists) of a trace showed.
 type observations struct {
