@@ -47,6 +47,14 @@
 // proves there is none. A history the first stage accepts is therefore
 // always linearizable; one it rejects is decided by porcupine.
 //
+// Both stages run twice at most. First they keep only the commits every
+// watch agrees with (views.go): where the responses leave a choice, such as
+// which unknown write created a revision no watch saw, the linearization
+// must not contradict what a watch delivered or, between two revisions it
+// delivered, did not. Only when no such linearization exists — a watch is
+// wrong, or the history is not linearizable — do they run again blind to
+// the watches, and the watches are judged against what that finds.
+//
 // # Profiles
 //
 // A trace is checked under a profile (docs/SPEC.md §9): none — etcd's
