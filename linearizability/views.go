@@ -1,8 +1,6 @@
 package linearizability
 
 import (
-	"sort"
-
 	"github.com/watchspec/watchspec/model/kv"
 	"github.com/watchspec/watchspec/model/watch"
 	"github.com/watchspec/watchspec/traces"
@@ -42,22 +40,28 @@ var watchEvidence = true
 // watchViews is the evidence: per revision, what each watch that delivered
 // it saw; and per watch, the revisions it delivered in order.
 type watchViews struct {
-	at    map[int64][]revView
-	spans []watchSpan
+	at map[int64][]revView
+	// quiet indexes the watches' silent stretches by block of revisions:
+	// quiet[r/quietBlock] lists those that overlap the block (each is
+	// listed in every block it overlaps), so that a commit looks at the
+	// few watches silent around its revision, not at every watch.
+	quiet map[int64][]quietSpan
 }
+
+// quietSpan is a stretch of revisions (from, to) — both excluded — in which
+// a watch delivered nothing: it delivered from and then to.
+type quietSpan struct {
+	req      *watch.Request
+	from, to int64
+}
+
+// quietBlock is the size of the blocks of revisions quiet is indexed by.
+const quietBlock = 256
 
 // revView is what one watch delivered at one revision.
 type revView struct {
 	req watch.Request
 	evs map[string]kv.Event // by key
-}
-
-// watchSpan is one watch's delivered revisions, increasing: between two
-// consecutive ones it delivered nothing, so a correct watch had nothing to
-// deliver there.
-type watchSpan struct {
-	req  watch.Request
-	revs []int64
 }
 
 // newWatchViews collects the evidence of t's watches; nil when no watch
@@ -66,9 +70,12 @@ type watchSpan struct {
 // watch's deliveries end the span at the first revision that does not
 // increase (a broken §3.1 or §3.2).
 func newWatchViews(t *traces.Trace) *watchViews {
-	v := &watchViews{at: map[int64][]revView{}}
+	v := &watchViews{at: map[int64][]revView{}, quiet: map[int64][]quietSpan{}}
 	for _, w := range t.Watches {
-		sp := watchSpan{req: w.Request}
+		// revs are the watch's delivered revisions, increasing: between two
+		// consecutive ones it delivered nothing, so a correct watch had
+		// nothing to deliver there.
+		var revs []int64
 		ordered := true
 		views := map[int64]map[string]kv.Event{}
 		split := map[int64]bool{}
@@ -77,10 +84,10 @@ func newWatchViews(t *traces.Trace) *watchViews {
 			for _, e := range r.Response.Events {
 				rev := e.KV.ModRevision
 				if ordered {
-					switch n := len(sp.revs); {
-					case n == 0 || sp.revs[n-1] < rev:
-						sp.revs = append(sp.revs, rev)
-					case sp.revs[n-1] > rev:
+					switch n := len(revs); {
+					case n == 0 || revs[n-1] < rev:
+						revs = append(revs, rev)
+					case revs[n-1] > rev:
 						ordered = false
 					}
 				}
@@ -99,11 +106,17 @@ func newWatchViews(t *traces.Trace) *watchViews {
 				v.at[rev] = append(v.at[rev], revView{req: w.Request, evs: evs})
 			}
 		}
-		if len(sp.revs) > 1 {
-			v.spans = append(v.spans, sp)
+		for i := 1; i < len(revs); i++ {
+			q := quietSpan{req: &w.Request, from: revs[i-1], to: revs[i]}
+			if q.to-q.from < 2 {
+				continue // nothing between them
+			}
+			for b := (q.from + 1) / quietBlock; b <= (q.to-1)/quietBlock; b++ {
+				v.quiet[b] = append(v.quiet[b], q)
+			}
 		}
 	}
-	if len(v.at) == 0 && len(v.spans) == 0 {
+	if len(v.at) == 0 && len(v.quiet) == 0 {
 		return nil
 	}
 	return v
@@ -138,14 +151,12 @@ func (v *watchViews) fits(s, next kv.State) bool {
 			return false
 		}
 	}
-	for i := range v.spans {
-		sp := &v.spans[i]
-		j := sort.Search(len(sp.revs), func(j int) bool { return sp.revs[j] >= c.Revision })
-		if j == 0 || j == len(sp.revs) || sp.revs[j] == c.Revision {
+	for _, q := range v.quiet[c.Revision/quietBlock] {
+		if c.Revision <= q.from || c.Revision >= q.to {
 			continue
 		}
 		for _, e := range c.Events {
-			if sp.req.Matches(e) {
+			if q.req.Matches(e) {
 				return false
 			}
 		}
