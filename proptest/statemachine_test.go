@@ -912,8 +912,15 @@ func runStateMachine(t *testing.T, holds bool) {
 		}
 	}
 	for name, n := range want {
-		if n < min {
-			t.Errorf("coverage: only %d %s in %d checks (want at least %d)", n, name, cov.checks, min)
+		least := min
+		if name == "DELETE events of revokes and expiries" {
+			// A lease's end reaches a watch only when one is open on its
+			// keys then: 10 to 40 per run of 100 checks (100 runs,
+			// 2026-12-02), so 10 would fail about one run in a hundred.
+			least = (min + 1) / 2
+		}
+		if n < least {
+			t.Errorf("coverage: only %d %s in %d checks (want at least %d)", n, name, cov.checks, least)
 		}
 	}
 }
