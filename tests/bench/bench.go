@@ -342,6 +342,13 @@ func serverWorkloads(s Sizes) []serverWorkload {
 					r.perResponse, r.writerRate, 100*r.deliveredAtWritersDone), err
 			}}
 	}
+	puts := func(name string, writers int) serverWorkload {
+		return serverWorkload{name: name, ids: []string{name, name + "cpu", name + "srv"},
+			run: func(ctx context.Context, c *child) ([]float64, string, error) {
+				r, err := measurePuts(ctx, c, writers, s.PutWarmup, s.PutDuration)
+				return []float64{r.perSec, r.driverCPU, r.serverCPU}, fmt.Sprintf("CPU per put: driver %.1f µs, server %.1f µs", r.driverCPU*1e6, r.serverCPU*1e6), err
+			}}
+	}
 	return []serverWorkload{
 		{name: "catchup", ids: []string{"catchup", "clientcpu"},
 			// The store's first writes: the watches from revision 1 replay
@@ -359,16 +366,8 @@ func serverWorkloads(s Sizes) []serverWorkload {
 				heap, stack, err := measureMemory(ctx, c, "bench/mem/", s.MemWatchers)
 				return []float64{heap}, fmt.Sprintf("goroutine stacks %.0f B per watcher", stack), err
 			}},
-		{name: "put1", ids: []string{"put1", "put1cpu", "put1srv"},
-			run: func(ctx context.Context, c *child) ([]float64, string, error) {
-				r, err := measurePuts(ctx, c, 1, s.PutWarmup, s.PutDuration)
-				return []float64{r.perSec, r.driverCPU, r.serverCPU}, fmt.Sprintf("CPU per put: driver %.1f µs, server %.1f µs", r.driverCPU*1e6, r.serverCPU*1e6), err
-			}},
-		{name: "put16", ids: []string{"put16", "put16cpu", "put16srv"},
-			run: func(ctx context.Context, c *child) ([]float64, string, error) {
-				r, err := measurePuts(ctx, c, writers16, s.PutWarmup, s.PutDuration)
-				return []float64{r.perSec, r.driverCPU, r.serverCPU}, fmt.Sprintf("CPU per put: driver %.1f µs, server %.1f µs", r.driverCPU*1e6, r.serverCPU*1e6), err
-			}},
+		puts("put1", 1),
+		puts("put16", writers16),
 		fanout(0),
 		fanout(1),
 		{name: "latency", ids: []string{"latency50", "latency99"},
