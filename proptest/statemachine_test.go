@@ -787,8 +787,7 @@ func (m *machine) actions() map[string]func(*rapid.T) {
 	if m.manual {
 		flush = m.Flush
 	}
-	var table []weighted
-	for _, w := range []weighted{
+	actions := []weighted{
 		{"Read", 9, m.Read}, // first: what shrinking tends to
 		{"Put", 14, m.Put},
 		{"Delete", 5, m.Delete},
@@ -812,19 +811,16 @@ func (m *machine) actions() map[string]func(*rapid.T) {
 		{"TimeToLive", 3, m.TimeToLive},
 		{"Leases", 1, m.Leases},
 		{"Expire", 3, m.Expire},
-	} {
-		table = append(table, w)
 	}
 	if m.holds {
-		table = append(table, weighted{"Hold", 8, m.Hold}, weighted{"CatchUp", 8, m.CatchUp})
+		actions = append(actions, weighted{"Hold", 8, m.Hold}, weighted{"CatchUp", 8, m.CatchUp})
 	}
-	var weightedTable []weighted
-	for _, w := range table {
+	var table []weighted
+	for _, w := range actions {
 		for range w.weight {
-			weightedTable = append(weightedTable, w)
+			table = append(table, w)
 		}
 	}
-	table = weightedTable
 	return map[string]func(*rapid.T){
 		"": m.Check,
 		"step": func(t *rapid.T) {
