@@ -191,31 +191,29 @@ func Check(t *traces.Trace, opts Options) (*Result, error) {
 }
 
 // linearize sets the verdict and returns the final state of a
-// linearization: one every watch agrees with (views.go; the revision order,
-// then porcupine for at most a quarter of the timeout), or, when there is
-// none, any the responses allow (the revision order, then porcupine).
+// linearization: one every watch agrees with (views.go), searched for with
+// at most a quarter of the timeout, or, when there is none, any the
+// responses allow.
 func (res *Result) linearize(name string, ops []*op, ends map[*traces.Op]leaseEnd, start States, a allow, views *watchViews,
 	timeout time.Duration, progress func(string, ...any)) (kv.State, error) {
 	if views != nil {
 		av := a
 		av.views = views
-		if final, ok := revisionOrderFilling(ops, ends, start, av); ok {
-			res.Verdict, res.Method = Linearizable, "revision order"
-			return final, nil
-		}
-		budget := timeout / 4
-		progress("%s: revision order agreeing with the watches failed; searching with porcupine (at most %v)", name, budget)
 		try := &Result{Checks: map[spec.Property]int{}}
-		final, err := try.porcupine(ops, start, budget, av)
-		if err != nil {
-			return kv.State{}, err
-		}
-		if try.Verdict == Linearizable {
-			res.Verdict, res.Method = Linearizable, "porcupine"
-			return final, nil
+		final, err := try.linearizeUnder(name+" (agreeing with every watch)", ops, ends, start, av, timeout/4, progress)
+		if err != nil || try.Verdict == Linearizable {
+			res.Verdict, res.Method = try.Verdict, try.Method
+			return final, err
 		}
 		progress("%s: no linearization found that agrees with every watch; searching without the watches' evidence", name)
 	}
+	return res.linearizeUnder(name, ops, ends, start, a, timeout, progress)
+}
+
+// linearizeUnder sets the verdict and returns the final state of a linearization
+// under a: the revision order, then porcupine for at most timeout.
+func (res *Result) linearizeUnder(name string, ops []*op, ends map[*traces.Op]leaseEnd, start States, a allow,
+	timeout time.Duration, progress func(string, ...any)) (kv.State, error) {
 	if final, ok := revisionOrderFilling(ops, ends, start, a); ok {
 		res.Verdict, res.Method = Linearizable, "revision order"
 		return final, nil

@@ -60,7 +60,7 @@ const quietBlock = 256
 
 // revView is what one watch delivered at one revision.
 type revView struct {
-	req watch.Request
+	req *watch.Request
 	evs map[string]kv.Event // by key
 }
 
@@ -103,7 +103,7 @@ func newWatchViews(t *traces.Trace) *watchViews {
 		}
 		for rev, evs := range views {
 			if !split[rev] {
-				v.at[rev] = append(v.at[rev], revView{req: w.Request, evs: evs})
+				v.at[rev] = append(v.at[rev], revView{req: &w.Request, evs: evs})
 			}
 		}
 		for i := 1; i < len(revs); i++ {
