@@ -197,6 +197,53 @@ func TestCheckList(t *testing.T) {
 	}
 }
 
+// SPEC §4.5 Expired: a 410 recorded without the compaction in force (one
+// ran while the list was answered) is judged by the latest compaction at or
+// below the revision committed when it returned — any of the history's
+// compactions, not only its last. Regression: the model's history kept only
+// the last compaction, so a continuation answered 410 while a compaction
+// to 14 ran, in a history later compacted to 24, was called a 410 "which
+// needs no compacted history" (an impl/informer TestInformerContract run,
+// seed 1274556160059890209, under load).
+func TestCheckListGoneByAnEarlierCompaction(t *testing.T) {
+	var s kv.State
+	for _, r := range []kv.Request{
+		{Put: &kv.PutRequest{Key: prefix + "a", Value: "a1"}}, // 2
+		{Put: &kv.PutRequest{Key: prefix + "b", Value: "b1"}}, // 3
+		{Put: &kv.PutRequest{Key: prefix + "a", Value: "a2"}}, // 4
+		{Compact: &kv.CompactRequest{Revision: 3}},
+		{Put: &kv.PutRequest{Key: prefix + "c", Value: "c1"}}, // 5
+		{Put: &kv.PutRequest{Key: prefix + "c", Value: "c2"}}, // 6
+		{Compact: &kv.CompactRequest{Revision: 6}},
+	} {
+		var resp kv.Response
+		s, resp = kv.Step(s, r)
+		require.NoError(t, resp.Err)
+	}
+	h, err := k8s.NewHistory(s.History())
+	require.NoError(t, err)
+	gone := k8s.ListResult{Status: &k8s.Status{Code: k8s.StatusGone, Reason: "Expired"}}
+	exact := func(rv string) k8s.ListOptions {
+		return k8s.ListOptions{ResourceVersion: rv, ResourceVersionMatch: "Exact"}
+	}
+	for _, tc := range []struct {
+		name string
+		call k8s.ListCall
+		want []spec.Property
+	}{
+		{"gone below the compaction then in force", k8s.ListCall{Options: exact("2"), Before: 4, After: 4, Result: gone}, nil},
+		{"gone above the compaction then in force", k8s.ListCall{Options: exact("4"), Before: 4, After: 4, Result: gone}, []spec.Property{spec.Expired}},
+		{"gone below the last compaction", k8s.ListCall{Options: exact("5"), Before: 6, After: 6, Result: gone}, nil},
+		{"continuation gone below the compaction then in force", k8s.ListCall{Options: k8s.ListOptions{Continue: prefix + "a", Limit: 1}, Before: 4, After: 5,
+			First: &k8s.ListResult{ResourceVersion: 2}, Result: gone}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.call.Prefix = prefix
+			require.Equal(t, tc.want, props(k8s.CheckList(h, tc.call)), "%v", k8s.CheckList(h, tc.call))
+		})
+	}
+}
+
 // goneWith is a 410 that hands out the inconsistent continuation after key.
 func goneWith(key string) k8s.ListResult {
 	return k8s.ListResult{Status: &k8s.Status{Code: k8s.StatusGone, Reason: "Expired", Continue: key}}

@@ -1,5 +1,7 @@
 package kv
 
+import "slices"
+
 // State is the state of an etcd-style MVCC key-value store: its current
 // revision, its compact revision, and the whole history of every key.
 //
@@ -37,6 +39,7 @@ type State struct {
 	skipped   int64 // revisions that hold no write (see [State.Skip]); 0 for an etcd-like store
 	compacted bool
 	compact   int64
+	compacts  *compactEntry // every compaction, newest first (compact is the newest)
 	root      *node
 	log       *logEntry // newest commit first
 	hash      uint64    // XOR of the hashes of every version in the store
@@ -63,6 +66,12 @@ type logEntry struct {
 	next   *logEntry
 }
 
+// compactEntry is one compaction in a State's list of them.
+type compactEntry struct {
+	rev  int64
+	next *compactEntry
+}
+
 // Commit is what one write revision did: its events, in operation order.
 type Commit struct {
 	Revision int64
@@ -83,6 +92,7 @@ func StartCompacted(revision, compact int64) State {
 	s := Start(revision)
 	if compact >= 0 {
 		s.compacted, s.compact = true, min(compact, s.Revision())
+		s.compacts = &compactEntry{rev: s.compact}
 	}
 	return s
 }
@@ -151,7 +161,12 @@ func (s State) LastCommit() (Commit, bool) {
 }
 
 // History returns the committed history of s: every commit in revision order
-// and, if s was compacted, its compact revision. It costs O(revisions).
+// and every compaction s went through, in order (the one it started with
+// first, for a State from [StartCompacted]). It costs O(revisions +
+// compactions). Every compaction, not only the last, because a reader of
+// the history may need the one in force at an earlier revision: a list
+// answered 410 while a compaction ran is judged against the latest
+// compaction at or below the revision its answer saw (docs/SPEC.md §4.5).
 func (s State) History() *History {
 	n := 0
 	for e := s.log; e != nil; e = e.next {
@@ -166,9 +181,10 @@ func (s State) History() *History {
 	if s.skipped > 0 {
 		h.head = s.Revision()
 	}
-	if s.compacted {
-		h.compactions = []int64{s.compact}
+	for e := s.compacts; e != nil; e = e.next {
+		h.compactions = append(h.compactions, e.rev)
 	}
+	slices.Reverse(h.compactions)
 	return h
 }
 

@@ -146,6 +146,7 @@ func (s State) compactTo(rev int64) (State, Response) {
 		return s, Response{Err: ErrFutureRev}
 	}
 	s.compacted, s.compact = true, rev
+	s.compacts = &compactEntry{rev: rev, next: s.compacts}
 	return s, Response{Revision: s.Revision(), Compact: &CompactResponse{}}
 }
 

@@ -210,6 +210,15 @@ func TestCompact(t *testing.T) {
 	require.NoError(t, resp.Err)
 	_, resp = kv.Step(s, get("b", "", 0))
 	require.Equal(t, []string{"b=1"}, keysOf(resp), "the latest version of a live key survives compaction")
+	require.Equal(t, []int64{4, 5}, s.History().Compactions(), "the history keeps every compaction, in order, not only the last")
+	require.Equal(t, []int64{7, 9}, mustStep(t, kv.StartCompacted(10, 7), compact(9)).History().Compactions(), "the one a State started with comes first")
+}
+
+func mustStep(t *testing.T, s kv.State, r kv.Request) kv.State {
+	t.Helper()
+	s, resp := kv.Step(s, r)
+	require.NoError(t, resp.Err)
+	return s
 }
 
 // SPEC §2.5: compares, branches, shared revision, event order, range inside a txn.
