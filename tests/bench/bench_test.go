@@ -99,8 +99,9 @@ func TestMissingFigures(t *testing.T) {
 }
 
 // The limits section states every durable-put figure as a fraction of the
-// disk's fdatasync rate, and the catch-up and fan-out figures against the
-// bound the client's own CPU per event sets on the machine's cores.
+// disk's fdatasync rate, one writer's against its round trip plus an
+// fdatasync, and the catch-up and fan-out figures against the bound the
+// client's own CPU per event sets on the machine's cores.
 func TestLimits(t *testing.T) {
 	r := newReport(Config{Sizes: QuickSizes, Rounds: 1, VsEtcd: true})
 	r.Machine = Machine{Cores: 2, FsyncPerSec: 1000}
@@ -112,6 +113,7 @@ func TestLimits(t *testing.T) {
 		{"catchup", 1e6, 500e3}, {"clientcpu", 0.5e-6, 1e-6},
 		{"fanout1", 400e3, 200e3}, {"fanout1cpu", 2e-6, 2e-6},
 		{"put16cpu", 100e-6, 120e-6}, {"put16srv", 60e-6, 130e-6},
+		{"put1rtt", 500e-6, 1000e-6},
 	} {
 		r.add(f.id, KindReference, f.ws)
 		r.add(f.id, KindEtcd, f.etcd)
@@ -129,12 +131,14 @@ func TestLimits(t *testing.T) {
 		// puts: 2 cores / (100 + 60 µs) = 12.5k puts/s; 4,000 is 0.32 of it.
 		"durable puts/s, 16 writers — watchspec: driver 100.0 µs + server 60.0 µs = 160.0 µs per put, so 2 cores put at most 12.5k/s; it got 4,000 = 0.32 of that",
 		"etcd: driver 120.0 µs + server 130.0 µs = 250.0 µs per put",
+		// one writer: 1 / (500 µs + 1 ms) = 667/s; 500 is 0.75 of it.
+		"durable puts/s, 1 writer — watchspec: 500 µs + 1000 µs, so at most 667/s; it got 500 = 0.75 of that; etcd: 1000 µs + 1000 µs, so at most 500/s; it got 250 = 0.50 of that",
 	} {
 		if !strings.Contains(l, want) {
 			t.Errorf("limits lack %q:\n%s", want, l)
 		}
 	}
-	if strings.Contains(l, "durable puts/s, 1 writer —") {
+	if strings.Contains(l, "durable puts/s, 1 writer — watchspec: driver") {
 		t.Errorf("limits state the CPU of a put run whose CPU was not measured:\n%s", l)
 	}
 	if strings.Contains(l, "fan-out events/s, 1,000 watchers") {

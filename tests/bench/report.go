@@ -69,6 +69,9 @@ func metricDefs(s Sizes) []metricDef {
 		// fdatasyncs and its sockets included).
 		{id: "put1cpu", label: "durable puts, 1 writer: the driver's CPU per put", unit: "cpu", lowerBetter: true, hidden: true},
 		{id: "put1srv", label: "durable puts, 1 writer: the server's CPU per put", unit: "cpu", lowerBetter: true, hidden: true},
+		// The loopback round trip of one client's serializable Get: with
+		// the disk's fdatasync, the least a single writer's put waits for.
+		{id: "put1rtt", label: "durable puts, 1 writer: one round trip of a serializable Get", unit: "s", lowerBetter: true, hidden: true},
 		{id: "put16cpu", label: "durable puts, 16 writers: the driver's CPU per put", unit: "cpu", lowerBetter: true, hidden: true},
 		{id: "put16srv", label: "durable puts, 16 writers: the server's CPU per put", unit: "cpu", lowerBetter: true, hidden: true},
 	}
@@ -352,9 +355,11 @@ func (r *Report) Targets() string {
 
 // Limits states how close each figure bound by the machine is to its
 // physical limit: every durable-put figure as a fraction of the disk's
-// sequential fdatasync rate, and the catch-up and fan-out figures against
-// what the client's own CPU per delivered event allows on this machine's
-// cores, whatever the server does.
+// sequential fdatasync rate; one writer's against the round trip and the
+// fdatasync each of its puts waits for; every durable-put figure against
+// the CPU the driver and the server spend per put; and the catch-up and
+// fan-out figures against what the client's own CPU per delivered event
+// allows on this machine's cores, whatever the server does.
 func (r *Report) Limits() string {
 	var b strings.Builder
 	systems := []string{KindReference}
@@ -382,6 +387,22 @@ func (r *Report) Limits() string {
 			if len(parts) > 0 {
 				fmt.Fprintf(&b, "  - %s: %s\n", r.row(id).Metric, strings.Join(parts, "; "))
 			}
+		}
+	}
+	if f := r.Machine.FsyncPerSec; f > 0 {
+		var parts []string
+		for _, k := range systems {
+			v, rtt := med("put1", k), med("put1rtt", k)
+			if !ok(v) || !ok(rtt) {
+				continue
+			}
+			limit := 1 / (rtt + 1/f)
+			parts = append(parts, fmt.Sprintf("%s: %.0f µs + %.0f µs, so at most %s/s; it got %s = %.2f of that",
+				systemName(k), rtt*1e6, 1e6/f, rate(limit), rate(v), v/limit))
+		}
+		if len(parts) > 0 {
+			fmt.Fprintf(&b, "- **One writer's wait**: each put of a single writer waits for at least one round trip to the server (measured as a serializable Get of one key: the loopback, gRPC and the server's dispatch, no log) and one fdatasync (the disk's rate above), one after the other; so one writer puts at most one per their sum, whatever the CPU.\n  - %s — %s\n",
+				r.row("put1").Metric, strings.Join(parts, "; "))
 		}
 	}
 	cores := float64(max(1, r.Machine.Cores))

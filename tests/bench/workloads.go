@@ -77,6 +77,37 @@ func putAll(ctx context.Context, clis []*clientv3.Client, prefix string, n int) 
 // driver (this process: clientv3 and its connections) and of the server.
 type putResult struct{ perSec, driverCPU, serverCPU float64 }
 
+// measureRoundTrip: one client reads one key (a serializable Get, which
+// neither server orders through its log) over and over for d after warmup,
+// and returns the seconds per round trip — the loopback, gRPC and the
+// server's dispatch that every acknowledged put of a single writer waits
+// for besides its fdatasync (the physical limits section).
+func measureRoundTrip(ctx context.Context, endpoint string, warmup, d time.Duration) (float64, error) {
+	clis, err := dialN(endpoint, 1, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer closeAll(clis)
+	cli := clis[0]
+	if _, err := cli.Put(ctx, "bench/rtt", "x"); err != nil {
+		return 0, err
+	}
+	var n int
+	var t0 time.Time
+	for start := time.Now(); ; n++ {
+		now := time.Now()
+		switch {
+		case t0.IsZero() && now.Sub(start) >= warmup:
+			t0, n = now, 0
+		case !t0.IsZero() && now.Sub(t0) >= d:
+			return now.Sub(t0).Seconds() / float64(max(1, n)), nil
+		}
+		if _, err := cli.Get(ctx, "bench/rtt", clientv3.WithSerializable()); err != nil {
+			return 0, err
+		}
+	}
+}
+
 func measurePuts(ctx context.Context, c *child, writers int, warmup, d time.Duration) (putResult, error) {
 	clis, err := dialN(c.endpoint, writers, nil)
 	if err != nil {
