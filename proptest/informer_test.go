@@ -39,10 +39,10 @@ func TestClientGoInformerContract(t *testing.T) {
 		informertest.CovWatchList, informertest.CovBookmark, informertest.CovSameRV, informertest.CovRestart,
 		informertest.CovStalledHandler, informertest.CovResync, informertest.CovResyncLateHandler}
 	// A handler added late once a periodic resync has run is rare: 1 to 14
-	// checks in 100 reached it (20 runs, 2026-12-02; 7 on average), so one
-	// round of checks missed it about one run in 1,400. While a situation
-	// is missing another round runs, up to 5 (500 checks miss it about one
-	// run in 10^15); a run that reaches everything runs one round.
+	// checks in 100 reached it (20 runs, 2026-12-02; 7 on average), and
+	// one round of checks missed it in 1 of 167 runs. While a situation is
+	// missing another round runs, up to 5 (all 5 miss it about one run in
+	// 10^11); a run that reaches everything runs one round.
 	const rounds = 5
 	for round := 1; ; round++ {
 		rapid.Check(t, func(t *rapid.T) {
