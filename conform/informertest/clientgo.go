@@ -24,6 +24,7 @@ import (
 	"github.com/watchspec/watchspec/impl/informer"
 	harness "github.com/watchspec/watchspec/internal/informertest"
 	"github.com/watchspec/watchspec/model/k8s"
+	"github.com/watchspec/watchspec/model/spec"
 )
 
 // ClientGo is client-go's SharedIndexInformer (k8s.io/client-go/tools/cache,
@@ -47,6 +48,21 @@ type ClientGo struct {
 	// of listwatch.NewHandler(src, GVR, ""): an adversary's HandlerFor,
 	// for instance, which adds the adversary's wire choices.
 	Handler func(src informer.ListerWatcher) http.Handler
+}
+
+// Known implements the harness's known-bug hook for client-go: a §5.5
+// HasSyncedDelivered violation of the shape of docs/FINDINGS.md informer-2
+// — a handler's HasSynced turned true between two of its initial-list
+// adds, a race in client-go v0.37.2's synctrack.SingleFileTracker that the
+// scenarios hit about one run in a hundred on a loaded machine — is logged
+// by [TestInformer] and [TestInformerUnderAdversary] instead of failing
+// the test. Any other violation fails; the rule is not relaxed (`watchspec
+// check` still fails such a trace, as it does the corpus's recording).
+func (ClientGo) Known(run k8s.Run, v spec.Violation) string {
+	if harness.ClientGoSyncTrackerRace(run, v) {
+		return "client-go's HasSynced race (docs/FINDINGS.md informer-2)"
+	}
+	return ""
 }
 
 // ClientGoListerWatcher serves lw — the reference store's list/watch, or
