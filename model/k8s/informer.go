@@ -157,6 +157,11 @@ type informerCheck struct {
 	// received holds, per (key, resourceVersion), the entry index at which
 	// the informer first received that state, in a list or a watch event.
 	received map[state]int
+	// lastResync is the entry index of the last resync mark (-1: none);
+	// resyncUsed, per handler and key, the mark whose late snapshot
+	// already explained a same-resourceVersion update (lateResync).
+	lastResync int
+	resyncUsed map[int]map[string]int
 }
 
 type state struct {
@@ -188,7 +193,8 @@ func (c *informerCheck) fail(p spec.Property, revs []int64, keys []string, forma
 }
 
 func (c *informerCheck) walk() {
-	c.started, c.lastRefresh, c.quiesced = -1, -1, -1
+	c.started, c.lastRefresh, c.quiesced, c.lastResync = -1, -1, -1, -1
+	c.resyncUsed = map[int]map[string]int{}
 	c.joined, c.synced, c.notes = map[int]int{}, map[int]int{}, map[int][]int{}
 	c.faulty = map[int]map[string]bool{}
 	c.received = map[state]int{}
@@ -244,7 +250,7 @@ func (c *informerCheck) walk() {
 			c.relists = append(c.relists, relist{at: i, keys: keys})
 			c.lastRefresh = i
 		case e.Resync:
-			c.lastRefresh = i
+			c.lastRefresh, c.lastResync = i, i
 		case e.SyncedRV != nil:
 			rv := *e.SyncedRV
 			// §5.6 SyncedRVMonotonic.
@@ -358,7 +364,7 @@ func (c *informerCheck) notify(i int, n Notification) {
 			c.blame(n.Handler, key)
 			c.fail(spec.InformerSubsequence, []int64{obj.ResourceVersion, last.obj.ResourceVersion}, []string{key},
 				"handler %d got %q at resourceVersion %d after resourceVersion %d: back in time", n.Handler, key, obj.ResourceVersion, last.obj.ResourceVersion)
-		case obj.ResourceVersion == last.obj.ResourceVersion && !n.InInitialList && !c.refreshedSince(obj, last.at):
+		case obj.ResourceVersion == last.obj.ResourceVersion && !n.InInitialList && !c.refreshedSince(obj, last.at) && !c.lateResync(n.Handler, key):
 			c.blame(n.Handler, key)
 			c.fail(spec.SameRVUpdate, []int64{obj.ResourceVersion}, []string{key},
 				"handler %d got %s of %q at the same resourceVersion %d again, with no resync or relist in between", n.Handler, n.Type, key, obj.ResourceVersion)
@@ -414,6 +420,34 @@ func (c *informerCheck) refreshedSince(o Object, at int) bool {
 		return c.lastRefresh > i
 	}
 	return c.lastRefresh > at
+}
+
+// lateResync reports whether the last resync mark may explain a
+// same-resourceVersion update of key to handler h although the informer
+// received that state after the mark — once per mark, handler and key.
+// The mark is when client-go logs "Forcing resync"; the resync's snapshot
+// of the cache is taken after it (Reflector.startResync then calls
+// store.Resync, which reads the indexer), and before the next mark, by the
+// same goroutine: on a loaded machine the watch events of several
+// revisions went into the cache in between, and the resync delivered their
+// states (a recording: traces/corpus
+// informer-client-go-0.37.2-resync-snapshot-after-mark.ndjson). A resync
+// delivers each key at most once to a handler, so a second same-version
+// update of the key under the same mark is still a fault.
+func (c *informerCheck) lateResync(h int, key string) bool {
+	if c.lastResync < 0 {
+		return false
+	}
+	used := c.resyncUsed[h]
+	if used == nil {
+		used = map[string]int{}
+		c.resyncUsed[h] = used
+	}
+	if m, ok := used[key]; ok && m == c.lastResync {
+		return false
+	}
+	used[key] = c.lastResync
+	return true
 }
 
 // converges decides §5.2 InformerConverges (and names §5.3 RelistDeletes)

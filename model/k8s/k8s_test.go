@@ -501,6 +501,36 @@ func validRun(h k8s.History) k8s.Run {
 	return run
 }
 
+// SPEC §5.7 SameRVUpdate: a resync's snapshot of the cache is taken after
+// its mark ("Forcing resync") and before the next, so the last mark may
+// explain a same-resourceVersion update of a state the informer received
+// after it — once per handler and key. Regression: client-go v0.37.2 under
+// load delivered states received after the mark (traces/corpus
+// informer-client-go-0.37.2-resync-snapshot-after-mark.ndjson).
+func TestCheckInformerResyncSnapshotAfterMark(t *testing.T) {
+	h, _ := store(t)
+	a := objs(h, 6)[0]
+	same := func(handler int) k8s.Entry {
+		return k8s.Entry{Notification: &k8s.Notification{Handler: handler, Type: k8s.OnUpdate, Old: &a, New: &a}}
+	}
+	// The mark before the list that brought a's state (entry 2).
+	marked := validRun(h)
+	marked.Entries = slices.Insert(slices.Clone(marked.Entries), 2, k8s.Entry{Resync: true})
+	at := len(marked.Entries) - 1 // before quiescence
+	with := func(es ...k8s.Entry) k8s.Run {
+		r := marked
+		r.Entries = slices.Insert(slices.Clone(marked.Entries), at, es...)
+		return r
+	}
+	require.Empty(t, k8s.CheckInformer(h, with(same(0))), "the resync's snapshot may follow the list")
+	require.Empty(t, k8s.CheckInformer(h, with(same(0), same(1))), "each handler gets the key once")
+	require.Equal(t, []spec.Property{spec.SameRVUpdate}, props(k8s.CheckInformer(h, with(same(0), same(0)))),
+		"a resync delivers a key once to a handler")
+	unmarked := validRun(h)
+	unmarked.Entries = slices.Insert(slices.Clone(unmarked.Entries), len(unmarked.Entries)-1, same(0))
+	require.Equal(t, []spec.Property{spec.SameRVUpdate}, props(k8s.CheckInformer(h, unmarked)), "no resync at all")
+}
+
 // SPEC §5: a valid informer run passes; each mutated run is rejected naming
 // exactly its rule.
 func TestCheckInformer(t *testing.T) {
