@@ -298,8 +298,8 @@ var informerOperators = []*Operator{
 	},
 	{
 		Name: "informer-duplicate-notification", Kind: Semantic,
-		Doc: "repeats an OnAdd or OnUpdate right after itself, with no resync or relist since the informer received " +
-			"that state (§5.7 SameRVUpdate)",
+		Doc: "repeats an OnAdd or OnUpdate right after itself (twice after a resync mark, whose snapshot may explain one), " +
+			"with no resync or relist since the informer received that state (§5.7 SameRVUpdate)",
 		Properties: []spec.Property{spec.SameRVUpdate},
 		apply: func(m *Mutant, r *rand.Rand) bool {
 			_, i, ok := noteSite(m, r, func(v *informerView, i int, n k8s.Notification) bool {
@@ -321,10 +321,23 @@ var informerOperators = []*Operator{
 				return false
 			}
 			run := m.tr().K8s
-			m.spliceEntries(i+1, 0, run.Entries[i])
 			n := *run.Entries[i].Notification
+			// The last resync mark may explain one repeat per handler and
+			// key (its snapshot follows the mark, §5.7): after a mark, two
+			// repeats.
+			// A repeat has a resync's shape: an OnUpdate's old object is
+			// the state itself (so §5.7 alone names it).
+			rep := n
+			if rep.Type == k8s.OnUpdate {
+				rep.Old = rep.New
+			}
+			copies := []k8s.Entry{{Notification: &rep}}
+			if slices.ContainsFunc(run.Entries[:i], func(e k8s.Entry) bool { return e.Resync }) {
+				copies = append(copies, k8s.Entry{Notification: &rep})
+			}
+			m.spliceEntries(i+1, 0, copies...)
 			m.Expect = one(spec.SameRVUpdate)
-			m.whatf("%s: handler %d's %s of %q at %d repeated", entryWhere(i), n.Handler, n.Type, n.Key(), n.New.ResourceVersion)
+			m.whatf("%s: handler %d's %s of %q at %d repeated %d time(s)", entryWhere(i), n.Handler, n.Type, n.Key(), n.New.ResourceVersion, len(copies))
 			return true
 		},
 	},
