@@ -343,26 +343,22 @@ func serverWorkloads(s Sizes) []serverWorkload {
 			}}
 	}
 	puts := func(name string, writers int) serverWorkload {
-		w := serverWorkload{name: name, ids: []string{name, name + "cpu", name + "srv"},
+		ids := []string{name, name + "cpu", name + "srv"}
+		if writers == 1 {
+			// One writer also measures the round trip its every put waits for.
+			ids = append(ids, name+"rtt")
+		}
+		return serverWorkload{name: name, ids: ids,
 			run: func(ctx context.Context, c *child) ([]float64, string, error) {
 				r, err := measurePuts(ctx, c, writers, s.PutWarmup, s.PutDuration)
-				return []float64{r.perSec, r.driverCPU, r.serverCPU}, fmt.Sprintf("CPU per put: driver %.1f µs, server %.1f µs", r.driverCPU*1e6, r.serverCPU*1e6), err
+				vals := []float64{r.perSec, r.driverCPU, r.serverCPU}
+				note := fmt.Sprintf("CPU per put: driver %.1f µs, server %.1f µs", r.driverCPU*1e6, r.serverCPU*1e6)
+				if err != nil || writers > 1 {
+					return vals, note, err
+				}
+				rtt, err := measureRoundTrip(ctx, c.endpoint, s.PutWarmup, s.PutDuration/2)
+				return append(vals, rtt), fmt.Sprintf("%s; a serializable Get's round trip %.1f µs", note, rtt*1e6), err
 			}}
-		if writers > 1 {
-			return w
-		}
-		// One writer also measures the round trip its every put waits for.
-		w.ids = append(w.ids, name+"rtt")
-		run := w.run
-		w.run = func(ctx context.Context, c *child) ([]float64, string, error) {
-			vals, note, err := run(ctx, c)
-			if err != nil {
-				return vals, note, err
-			}
-			rtt, err := measureRoundTrip(ctx, c.endpoint, s.PutWarmup, s.PutDuration/2)
-			return append(vals, rtt), fmt.Sprintf("%s; a serializable Get's round trip %.1f µs", note, rtt*1e6), err
-		}
-		return w
 	}
 	return []serverWorkload{
 		{name: "catchup", ids: []string{"catchup", "clientcpu"},

@@ -388,8 +388,6 @@ func (r *Report) Limits() string {
 				fmt.Fprintf(&b, "  - %s: %s\n", r.row(id).Metric, strings.Join(parts, "; "))
 			}
 		}
-	}
-	if f := r.Machine.FsyncPerSec; f > 0 {
 		var parts []string
 		for _, k := range systems {
 			v, rtt := med("put1", k), med("put1rtt", k)
