@@ -322,11 +322,10 @@ var informerOperators = []*Operator{
 			}
 			run := m.tr().K8s
 			n := *run.Entries[i].Notification
-			// The last resync mark may explain one repeat per handler and
-			// key (its snapshot follows the mark, §5.7): after a mark, two
-			// repeats.
 			// A repeat has a resync's shape: an OnUpdate's old object is
-			// the state itself (so §5.7 alone names it).
+			// the state itself (so §5.7 alone names it). The last resync
+			// mark may explain one repeat per handler and key (its snapshot
+			// follows the mark, §5.7): after a mark, two repeats.
 			rep := n
 			if rep.Type == k8s.OnUpdate {
 				rep.Old = rep.New

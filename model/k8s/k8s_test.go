@@ -90,21 +90,28 @@ func TestWatchSemantic(t *testing.T) {
 	}
 }
 
-// store builds a history: a (rev 2), b (3), a updated (4), c (5), b deleted (6), compacted at 4.
-func store(t *testing.T) (k8s.History, kv.State) {
+// steps applies reqs to a fresh store, each of which must succeed.
+func steps(t *testing.T, reqs ...kv.Request) kv.State {
+	t.Helper()
 	var s kv.State
-	for _, r := range []kv.Request{
-		{Put: &kv.PutRequest{Key: prefix + "a", Value: "a1"}},
-		{Put: &kv.PutRequest{Key: prefix + "b", Value: "b1"}},
-		{Put: &kv.PutRequest{Key: prefix + "a", Value: "a2"}},
-		{Put: &kv.PutRequest{Key: prefix + "c", Value: "c1"}},
-		{Delete: &kv.DeleteRequest{Key: prefix + "b"}},
-		{Compact: &kv.CompactRequest{Revision: 4}},
-	} {
+	for _, r := range reqs {
 		var resp kv.Response
 		s, resp = kv.Step(s, r)
 		require.NoError(t, resp.Err)
 	}
+	return s
+}
+
+// store builds a history: a (rev 2), b (3), a updated (4), c (5), b deleted (6), compacted at 4.
+func store(t *testing.T) (k8s.History, kv.State) {
+	s := steps(t,
+		kv.Request{Put: &kv.PutRequest{Key: prefix + "a", Value: "a1"}},
+		kv.Request{Put: &kv.PutRequest{Key: prefix + "b", Value: "b1"}},
+		kv.Request{Put: &kv.PutRequest{Key: prefix + "a", Value: "a2"}},
+		kv.Request{Put: &kv.PutRequest{Key: prefix + "c", Value: "c1"}},
+		kv.Request{Delete: &kv.DeleteRequest{Key: prefix + "b"}},
+		kv.Request{Compact: &kv.CompactRequest{Revision: 4}},
+	)
 	h, err := k8s.NewHistory(s.History())
 	require.NoError(t, err)
 	return h, s
@@ -206,20 +213,15 @@ func TestCheckList(t *testing.T) {
 // needs no compacted history" (an impl/informer TestInformerContract run,
 // seed 1274556160059890209, under load).
 func TestCheckListGoneByAnEarlierCompaction(t *testing.T) {
-	var s kv.State
-	for _, r := range []kv.Request{
-		{Put: &kv.PutRequest{Key: prefix + "a", Value: "a1"}}, // 2
-		{Put: &kv.PutRequest{Key: prefix + "b", Value: "b1"}}, // 3
-		{Put: &kv.PutRequest{Key: prefix + "a", Value: "a2"}}, // 4
-		{Compact: &kv.CompactRequest{Revision: 3}},
-		{Put: &kv.PutRequest{Key: prefix + "c", Value: "c1"}}, // 5
-		{Put: &kv.PutRequest{Key: prefix + "c", Value: "c2"}}, // 6
-		{Compact: &kv.CompactRequest{Revision: 6}},
-	} {
-		var resp kv.Response
-		s, resp = kv.Step(s, r)
-		require.NoError(t, resp.Err)
-	}
+	s := steps(t,
+		kv.Request{Put: &kv.PutRequest{Key: prefix + "a", Value: "a1"}}, // 2
+		kv.Request{Put: &kv.PutRequest{Key: prefix + "b", Value: "b1"}}, // 3
+		kv.Request{Put: &kv.PutRequest{Key: prefix + "a", Value: "a2"}}, // 4
+		kv.Request{Compact: &kv.CompactRequest{Revision: 3}},
+		kv.Request{Put: &kv.PutRequest{Key: prefix + "c", Value: "c1"}}, // 5
+		kv.Request{Put: &kv.PutRequest{Key: prefix + "c", Value: "c2"}}, // 6
+		kv.Request{Compact: &kv.CompactRequest{Revision: 6}},
+	)
 	h, err := k8s.NewHistory(s.History())
 	require.NoError(t, err)
 	gone := k8s.ListResult{Status: &k8s.Status{Code: k8s.StatusGone, Reason: "Expired"}}
